@@ -1,0 +1,39 @@
+// Kernel launch with optional programmatic dependent launch (PDL), checked.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "common/host_checks.h"
+
+namespace hopperkit {
+
+struct LaunchConfig {
+  dim3 grid;
+  dim3 block;
+  size_t smem_bytes = 0;
+  cudaStream_t stream = nullptr;
+  // With PDL the kernel may begin while its predecessor in the stream drains; the kernel must call
+  // pdl_wait_for_prerequisites() before touching the predecessor's outputs.
+  bool pdl = false;
+};
+
+template <typename... KernelArgs, typename... Args>
+void launch_kernel(void (*kernel)(KernelArgs...), const LaunchConfig& cfg, Args&&... args) {
+  if (cfg.smem_bytes > 48 * 1024) {
+    HK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(cfg.smem_bytes)));
+  }
+  cudaLaunchAttribute attrs[1];
+  attrs[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t launch{};
+  launch.gridDim = cfg.grid;
+  launch.blockDim = cfg.block;
+  launch.dynamicSmemBytes = cfg.smem_bytes;
+  launch.stream = cfg.stream;
+  launch.attrs = attrs;
+  launch.numAttrs = cfg.pdl ? 1 : 0;
+  HK_CUDA_CHECK(cudaLaunchKernelEx(&launch, kernel, std::forward<Args>(args)...));
+}
+
+}  // namespace hopperkit

@@ -1,0 +1,131 @@
+"""Test and benchmark helpers shared by hopperkit's tests, benchmarks and users' own checks.
+
+- ``calc_diff``: DeepGEMM's accuracy metric, ``1 - 2·Σxy / Σ(x² + y²)`` in float64.
+- ``assert_close``: FlashMLA's element rule (abs OR rel), after matching inf/NaN positions exactly,
+  plus a whole-tensor cosine bound.
+- ``poison_``: fill an output with NaN (or a sentinel for integer tensors) before a kernel runs, so
+  an element the kernel forgot to write cannot pass.
+- ``bench``: CUDA-event timing with an L2 flush before every timed call.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional
+
+import torch
+
+__all__ = ["calc_diff", "cos_diff", "assert_close", "poison_", "bench", "L2Flusher"]
+
+
+def calc_diff(x: torch.Tensor, y: torch.Tensor) -> float:
+    """``1 - 2·Σ(x·y) / Σ(x² + y²)`` in float64 (0 when both are all-zero). DeepGEMM's FP8 metric."""
+    x, y = x.double(), y.double()
+    denominator = (x * x + y * y).sum()
+    if denominator == 0:
+        return 0.0
+    return float(1 - 2 * (x * y).sum() / denominator)
+
+
+cos_diff = calc_diff
+
+
+def assert_close(
+    name: str,
+    ans: torch.Tensor,
+    ref: torch.Tensor,
+    abs_tol: float,
+    rel_tol: float,
+    cos_tol: float = math.inf,
+) -> None:
+    """Assert ``ans`` matches ``ref``.
+
+    1. Shapes and dtypes are equal.
+    2. +inf, -inf and NaN sit at exactly the same positions.
+    3. Every other element has ``|ans-ref| < abs_tol`` or ``|ans-ref| / (|ref| + 1e-6) < rel_tol``.
+    4. ``cos_diff(ans, ref) <= cos_tol`` over the finite elements (0 when Σref² < 1e-12).
+    """
+    assert ans.shape == ref.shape, f"{name}: shape {tuple(ans.shape)} != reference {tuple(ref.shape)}"
+    assert ans.dtype == ref.dtype, f"{name}: dtype {ans.dtype} != reference {ref.dtype}"
+    a = ans.detach().to("cpu", torch.float64)
+    r = ref.detach().to("cpu", torch.float64)
+    for what, fa, fr in (
+        ("+inf", a == math.inf, r == math.inf),
+        ("-inf", a == -math.inf, r == -math.inf),
+        ("NaN", torch.isnan(a), torch.isnan(r)),
+    ):
+        if not torch.equal(fa, fr):
+            idx = (fa != fr).nonzero()[:5].tolist()
+            raise AssertionError(
+                f"{name}: {what} positions differ ({int((fa != fr).sum())} elements, first at {idx}; "
+                f"ans there {[a[tuple(i)].item() for i in idx]}, ref {[r[tuple(i)].item() for i in idx]})"
+            )
+    special = torch.isinf(r) | torch.isnan(r)
+    a = torch.where(special, 0.0, a)
+    r = torch.where(special, 0.0, r)
+    err = (a - r).abs()
+    rel = err / (r.abs() + 1e-6)
+    bad = (err >= abs_tol) & (rel >= rel_tol)
+    if bad.any():
+        idx = bad.nonzero()[:5].tolist()
+        raise AssertionError(
+            f"{name}: {int(bad.sum())} of {a.numel()} elements exceed abs {abs_tol:g} and rel {rel_tol:g}; "
+            f"max abs err {err.max().item():.3g}; first at {idx}: ans {[a[tuple(i)].item() for i in idx]}, "
+            f"ref {[r[tuple(i)].item() for i in idx]}"
+        )
+    if cos_tol != math.inf:
+        denom = (r * r).sum()
+        cd = 0.0 if denom < 1e-12 else float(1 - 2 * (a * r).sum() / (a * a + r * r).sum())
+        assert cd <= cos_tol, f"{name}: cosine diff {cd:.3g} > {cos_tol:g}"
+
+
+def poison_(t: torch.Tensor) -> torch.Tensor:
+    """Fill ``t`` in place with NaN (floating point) or a large sentinel (integers); returns ``t``."""
+    if t.is_floating_point():
+        if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+            t.view(torch.uint8).fill_(0x7F)  # e4m3fn NaN bit pattern
+        else:
+            t.fill_(math.nan)
+    elif t.dtype == torch.bool:
+        t.fill_(True)
+    else:
+        t.fill_(torch.iinfo(t.dtype).max // 2 + 12345 if t.dtype != torch.uint8 else 0xA5)
+    return t
+
+
+class L2Flusher:
+    """Overwrites a buffer larger than L2 so that the next kernel reads its inputs from HBM."""
+
+    def __init__(self, nbytes: int = 256 << 20, device: Optional[torch.device] = None):
+        self.buf = torch.empty(nbytes // 4, dtype=torch.int32, device=device or "cuda")
+
+    def __call__(self) -> None:
+        self.buf.zero_()
+
+
+def bench(
+    fn: Callable[[], object],
+    warmup: int = 5,
+    iters: int = 30,
+    flush_l2: bool = True,
+) -> dict:
+    """Median / min / mean time of ``fn()`` in microseconds, CUDA events around each call.
+
+    With ``flush_l2`` a 256 MB buffer is zeroed before every timed call (outside the events), so
+    each call starts with a cold L2 like a real decode step or layer does.
+    """
+    flush = L2Flusher() if flush_l2 else None
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    for i in range(iters):
+        if flush is not None:
+            flush()
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends))
+    return {"median_us": times[len(times) // 2], "min_us": times[0], "mean_us": sum(times) / len(times)}
