@@ -1,3 +1,45 @@
-"""hopperkit: Hopper (SM90) CUDA kernels for DeepSeek-style LLM inference."""
+"""hopperkit: Hopper (SM90) CUDA kernels for DeepSeek-style LLM inference.
 
-from ._version import __version__  # noqa: F401
+Drop-in names for DeepGEMM (FP8/BF16 GEMM, MoE grouped GEMM, scale layouts) and FlashMLA (MLA decode).
+Every op runs its CUDA kernel on an SM90 GPU where one exists and its PyTorch reference everywhere
+else (``hopperkit.reference``); ``python -m hopperkit`` shows which path each op takes here.
+"""
+
+from ._version import __version__
+from ._validation import set_check_values
+from .layout import (
+    get_m_alignment_for_contiguous_layout,
+    get_mk_alignment_for_contiguous_layout,
+    get_mn_major_tma_aligned_tensor,
+    get_num_sms,
+    get_tma_aligned_size,
+    set_num_sms,
+    transform_sf_into_required_layout,
+)
+from .mla import (
+    FlashMLASchedMeta,
+    dequantize_kv_cache,
+    flash_mla_with_kvcache,
+    get_mla_metadata,
+    quantize_kv_cache,
+)
+from .testing import calc_diff
+from . import mla, layout, reference, testing  # noqa: E402
+
+__all__ = [
+    "__version__",
+    "set_check_values",
+    "get_num_sms",
+    "set_num_sms",
+    "get_tma_aligned_size",
+    "get_mn_major_tma_aligned_tensor",
+    "get_mk_alignment_for_contiguous_layout",
+    "get_m_alignment_for_contiguous_layout",
+    "transform_sf_into_required_layout",
+    "FlashMLASchedMeta",
+    "get_mla_metadata",
+    "flash_mla_with_kvcache",
+    "quantize_kv_cache",
+    "dequantize_kv_cache",
+    "calc_diff",
+]

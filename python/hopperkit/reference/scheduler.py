@@ -19,7 +19,7 @@ begin_split, is_first_req_split, is_last_req_split, 0]``.
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -183,6 +183,8 @@ def mla_combine(
 
 def _partial_attention(q, k, v, mask, scale):
     """q [M, d], k [N, d], v [N, dv], mask [M, N] bool → (O / L, base-2 LSE) of the partial softmax."""
+    if k.shape[0] == 0:  # a zero-length request's empty block range
+        return q.new_zeros(q.shape[0], v.shape[1]), q.new_full((q.shape[0],), -math.inf)
     logits = (q @ k.T) * (scale * LOG2E)
     logits = torch.where(mask, logits, -math.inf)
     m = logits.amax(dim=-1, keepdim=True)
@@ -204,12 +206,14 @@ def mla_decode_splitkv(
     head_dim_v: int = 512,
     softmax_scale: Optional[float] = None,
     causal: bool = False,
+    combine: Optional[Callable[..., None]] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Dense decode computed the way the split-KV kernel computes it: partition by partition.
 
     Each partition attends to its block range of each of its requests; unsplit requests are written
     to (out, lse) directly, split ones to the float32 accumulators, and ``mla_combine`` merges them.
-    Used to prove that the partition plus the combine equal the unsplit reference. Host loops; slow.
+    Used to prove that the partition plus the combine equal the unsplit reference. ``combine``
+    (default: ``mla_combine`` above) lets a test run the CUDA combine instead. Host loops; slow.
     """
     b, s_q, h_q, d = q.shape
     h_k = k_cache.shape[2]
@@ -253,5 +257,5 @@ def mla_decode_splitkv(
                     out[r, :, hk * G_:(hk + 1) * G_] = o_b.to(q.dtype)
                     lse_nat = torch.where(lse2 == -math.inf, math.inf, lse2 * LN2)
                     lse[r, hk * G_:(hk + 1) * G_] = lse_nat.reshape(s_q, G_).T
-    mla_combine(o_accum, lse_accum, num_splits, out, lse)
+    (combine or mla_combine)(o_accum, lse_accum, num_splits, out, lse)
     return out, lse

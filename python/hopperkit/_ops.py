@@ -1,0 +1,72 @@
+"""Loads ``hopperkit._C``, registers fake (meta) implementations of its ops, and decides per call
+whether the CUDA kernel or the PyTorch reference runs.
+
+A kernel runs when the extension is built and loaded, the op has a kernel, the inputs live on an
+SM90 (compute capability 9.0) device, and ``HOPPERKIT_FORCE_REFERENCE`` is not set. Everything else
+runs ``hopperkit.reference``, which has the same semantics.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Optional
+
+import torch
+
+try:
+    from . import _C  # noqa: F401  (importing registers torch.ops.hopperkit.*)
+
+    EXTENSION_ERROR: Optional[str] = None
+except ImportError as e:  # pure-Python install, or a build for another torch
+    EXTENSION_ERROR = str(e)
+
+EXTENSION_LOADED = EXTENSION_ERROR is None
+
+# Ops of the extension, by the public function that uses them.
+KERNEL_OPS = {
+    "get_mla_metadata": "get_mla_metadata",
+    "mla_combine": "mla_combine",
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _is_sm90(index: int) -> bool:
+    return torch.cuda.get_device_capability(index) == (9, 0)
+
+
+def force_reference() -> bool:
+    return os.environ.get("HOPPERKIT_FORCE_REFERENCE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def has_kernel(op: str) -> bool:
+    """The extension provides a kernel for public op ``op`` (independent of the device)."""
+    return EXTENSION_LOADED and op in KERNEL_OPS and hasattr(torch.ops.hopperkit, KERNEL_OPS[op])
+
+
+def use_kernel(op: str, device: torch.device) -> bool:
+    """Whether a call of public op ``op`` on ``device`` runs the CUDA kernel."""
+    if device.type != "cuda" or not has_kernel(op) or force_reference():
+        return False
+    return _is_sm90(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def build_info() -> dict:
+    """What the loaded extension was compiled with (empty when it is not loaded)."""
+    if not EXTENSION_LOADED:
+        return {}
+    return dict(kv.split("=", 1) for kv in torch.ops.hopperkit.build_info().split(";"))
+
+
+if EXTENSION_LOADED:
+
+    @torch.library.register_fake("hopperkit::get_mla_metadata")
+    def _get_mla_metadata_fake(lengths: torch.Tensor, num_sm_parts: int, empty_as_one_block: bool):
+        return (
+            lengths.new_empty((num_sm_parts, 8), dtype=torch.int32),
+            lengths.new_empty((lengths.shape[0] + 1,), dtype=torch.int32),
+        )
+
+    @torch.library.register_fake("hopperkit::mla_combine")
+    def _mla_combine_fake(o_accum, lse_accum, num_splits, out, lse, attn_sink, pdl=True) -> None:
+        return None

@@ -1,0 +1,104 @@
+"""Scale-factor layouts and runtime knobs, DeepGEMM-compatible.
+
+The GEMM kernels read activation scales (1×128 per row and K block) MN-major with the row dim padded
+to 16 bytes, because a TMA global stride must be a multiple of 16 bytes. ``per_token_cast_to_fp8``
+already returns them that way; ``get_mn_major_tma_aligned_tensor`` converts scales from elsewhere
+once (it returns its input untouched when the layout is already right, so calling it every step
+costs nothing).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+from ._validation import check_int, check_tensor, fail
+from .reference import layout as _layout_ref
+
+__all__ = [
+    "get_num_sms",
+    "set_num_sms",
+    "get_tma_aligned_size",
+    "get_mn_major_tma_aligned_tensor",
+    "get_mk_alignment_for_contiguous_layout",
+    "get_m_alignment_for_contiguous_layout",
+    "transform_sf_into_required_layout",
+]
+
+# H100/H200/H800 SXM: what the schedule assumes where no GPU can be asked (CPU reference runs).
+DEFAULT_NUM_SMS = 132
+_num_sms_override: Optional[int] = None
+
+
+def _device_sms(device: Optional[torch.device]) -> Optional[int]:
+    if device is not None and device.type != "cuda":
+        return None
+    if not torch.cuda.is_available():
+        return None
+    index = device.index if device is not None and device.index is not None else torch.cuda.current_device()
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def get_num_sms(device: Optional[torch.device] = None) -> int:
+    """SMs the kernels spread over: ``set_num_sms``'s value, else the device's SM count, else 132."""
+    if _num_sms_override is not None:
+        return _num_sms_override
+    sms = _device_sms(device)
+    return sms if sms is not None else DEFAULT_NUM_SMS
+
+
+def set_num_sms(num_sms: Optional[int]) -> None:
+    """Cap the SMs that persistent kernels and the MLA schedule use (e.g. to leave SMs to communication
+    kernels). ``None`` restores the device's count. Metadata built before the change no longer fits."""
+    global _num_sms_override
+    if num_sms is None:
+        _num_sms_override = None
+        return
+    limit = _device_sms(None) or 1024
+    _num_sms_override = check_int("num_sms", num_sms, min_value=1, max_value=limit)
+
+
+def get_tma_aligned_size(x: int, element_size: int) -> int:
+    """``x`` rounded up so that ``x * element_size`` is a multiple of 16 bytes (a TMA stride)."""
+    check_int("x", x, min_value=0)
+    check_int("element_size", element_size, min_value=1, max_value=16)
+    if 16 % element_size:
+        fail("element_size", "a divisor of 16 (1, 2, 4, 8 or 16)", str(element_size))
+    return _layout_ref.get_tma_aligned_size(x, element_size)
+
+
+def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
+    """float32 scales [mn, sfk] or [g, mn, sfk] → the same values, MN-major with the mn dim padded to a
+    multiple of 4 (strides (1, align(mn, 4)) / (align(mn, 4)·sfk, 1, align(mn, 4))). No copy when
+    ``sf`` already has that layout."""
+    check_tensor("sf", sf, dtype=torch.float32)
+    if sf.dim() not in (2, 3):
+        fail("sf", "a 2-D [mn, sfk] or 3-D [g, mn, sfk] tensor", f"shape {tuple(sf.shape)}")
+    return _layout_ref.get_mn_major_tma_aligned_tensor(sf)
+
+
+def get_mk_alignment_for_contiguous_layout() -> int:
+    """Row alignment of each expert's segment in the m-grouped contiguous layout (128)."""
+    return _layout_ref.get_mk_alignment_for_contiguous_layout()
+
+
+get_m_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout  # DeepGEMM v1 name
+
+
+def transform_sf_into_required_layout(
+    sf: torch.Tensor,
+    mn: int,
+    k: int,
+    recipe: Sequence[int],
+    num_groups: Optional[int] = None,
+    is_sfa: Optional[bool] = None,
+) -> torch.Tensor:
+    """The layout the SM90 kernels read: 1×128 scales MN-major and TMA-aligned, 128×128 scales
+    checked and contiguous. Raises for scale formats SM90 does not take (packed UE8M0)."""
+    check_tensor("sf", sf)
+    check_int("mn", mn, min_value=0)
+    check_int("k", k, min_value=0)
+    if num_groups is not None:
+        check_int("num_groups", num_groups, min_value=1)
+    return _layout_ref.transform_sf_into_required_layout(sf, mn, k, recipe, num_groups=num_groups, is_sfa=is_sfa)

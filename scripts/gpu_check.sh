@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Build hopperkit on a Hopper machine, check the build, run the whole test suite (GPU tests included)
+# and a quick benchmark; everything is logged into the folder given as the first argument.
+#
+#   scripts/gpu_check.sh LOGDIR [pytest args...]
+#
+# Works without network: CUTLASS comes from (in order) CUTLASS_HOME, an installed nvidia-cutlass
+# wheel, or a wheel file carried in .whl/ (unpacked, not pip-installed: only its headers are needed).
+# Environment: MAX_JOBS (default: all cores), HOPPERKIT_BENCH=0 skips the benchmark,
+# HOPPERKIT_SKIP_BUILD=1 reuses the extension already built in the tree.
+set -uo pipefail
+
+LOG=${1:?usage: scripts/gpu_check.sh LOGDIR [pytest args...]}
+shift
+mkdir -p "$LOG"
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1
+status=0
+step() { echo; echo "=== $* ==="; }
+
+step "device"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv 2>&1 | tee "$LOG/device.txt"
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())" | tee -a "$LOG/device.txt"
+
+step "CUTLASS"
+if [ -z "${CUTLASS_HOME:-}" ] && ! python3 -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('cutlass_library') is None)"; then
+  whl=$(ls .whl/nvidia_cutlass-*.whl 2>/dev/null | head -n 1)
+  if [ -z "$whl" ]; then
+    echo "no CUTLASS: set CUTLASS_HOME, install nvidia-cutlass, or carry the wheel in .whl/"; exit 2
+  fi
+  rm -rf /tmp/hopperkit-cutlass && mkdir -p /tmp/hopperkit-cutlass
+  python3 -m zipfile -e "$whl" /tmp/hopperkit-cutlass
+  export CUTLASS_HOME=/tmp/hopperkit-cutlass/cutlass_library/source
+fi
+echo "CUTLASS_HOME=${CUTLASS_HOME:-<nvidia-cutlass wheel>}"
+
+if [ "${HOPPERKIT_SKIP_BUILD:-0}" != "1" ]; then
+  step "build"
+  # The image's default CXX links libstdc++ statically into extensions, and a second libstdc++ in
+  # the process crashes on iostream/locale use: build with the system compiler.
+  export CC=/usr/bin/gcc CXX=/usr/bin/g++ LDSHARED="/usr/bin/g++ -shared"
+  export MAX_JOBS=${MAX_JOBS:-$(nproc)} HOPPERKIT_FORCE_CUDA_BUILD=1
+  start=$(date +%s)
+  python3 -m pip install --no-build-isolation --no-deps --no-index -v -e . >"$LOG/build.log" 2>&1
+  rc=$?
+  echo "build exit $rc in $(( $(date +%s) - start )) s (log: build.log)"
+  grep -E "registers|spill|stack frame|warning|error" "$LOG/build.log" | grep -v "^ *$" >"$LOG/ptxas.txt"
+  if [ $rc -ne 0 ]; then tail -n 60 "$LOG/build.log"; exit $rc; fi
+  if grep -E "[1-9][0-9]* bytes spill|[1-9][0-9]* bytes stack frame" "$LOG/ptxas.txt"; then
+    echo "ptxas reports spills or local memory (above)"; status=1
+  fi
+fi
+
+step "build check"
+so=$(ls python/hopperkit/_C*.so | head -n 1)
+ldd "$so" | grep -E "stdc\+\+" | tee "$LOG/ldd.txt"
+codecvt=$(nm -C "$so" | grep -c codecvt || true)
+echo "statically linked libstdc++ symbols (codecvt): $codecvt"
+[ "$codecvt" = "0" ] || { echo "the extension carries its own libstdc++: rebuild with the system compiler"; status=1; }
+python3 -m hopperkit | tee "$LOG/info.txt"
+cuobjdump -sass "$so" >"$LOG/sass.txt" 2>&1
+python3 - "$LOG/sass.txt" <<'EOF' | tee "$LOG/sass_summary.txt"
+import collections, re, sys
+count, fn = collections.defaultdict(collections.Counter), None
+for line in open(sys.argv[1]):
+    m = re.search(r"Function : (\S+)", line)
+    if m:
+        fn = m.group(1)
+    elif fn:
+        for op in ("HGMMA", "QGMMA", "UTMALDG", "UTMASTG", "UBLKCP", "LDL", "STL"):
+            if re.search(rf"\b{op}\b", line):
+                count[fn][op] += 1
+print(f"{len(count) or 'no'} kernels with tensor-core / TMA / local-memory instructions")
+for fn, c in sorted(count.items()):
+    print(f"  {fn[:90]}: {dict(c)}")
+EOF
+
+step "tests"
+python3 -m pytest -q -rs "$@" 2>&1 | tee "$LOG/pytest.txt"
+[ "${PIPESTATUS[0]}" = "0" ] || status=1
+
+if [ "${HOPPERKIT_BENCH:-1}" != "0" ]; then
+  step "quick benchmark"
+  python3 benchmarks/bench_mla.py --quick --json "$LOG/bench_mla.json" 2>&1 | tee "$LOG/bench_mla.txt"
+  [ "${PIPESTATUS[0]}" = "0" ] || status=1
+fi
+
+step "summary"
+tail -n 1 "$LOG/pytest.txt"
+echo "gpu_check exit status $status"
+exit $status
