@@ -16,6 +16,21 @@ from .layout import (
     set_num_sms,
     transform_sf_into_required_layout,
 )
+from .gemm import (
+    bf16_gemm_nn,
+    bf16_gemm_nt,
+    bf16_gemm_tn,
+    bf16_gemm_tt,
+    fp8_gemm_nn,
+    fp8_gemm_nt,
+    fp8_gemm_tn,
+    fp8_gemm_tt,
+    k_grouped_fp8_gemm_nt_contiguous,
+    m_grouped_bf16_gemm_nt_contiguous,
+    m_grouped_bf16_gemm_nt_masked,
+    m_grouped_fp8_gemm_nt_contiguous,
+    m_grouped_fp8_gemm_nt_masked,
+)
 from .mla import (
     FlashMLASchedMeta,
     dequantize_kv_cache,
@@ -23,12 +38,18 @@ from .mla import (
     get_mla_metadata,
     quantize_kv_cache,
 )
+from .quant import per_block_cast_to_fp8, per_channel_cast_to_fp8, per_token_cast_to_fp8
 from .testing import calc_diff
-from . import mla, layout, reference, testing  # noqa: E402
+from . import gemm, layout, mla, quant, reference, testing  # noqa: E402
 
 __all__ = [
     "__version__",
     "set_check_values",
+    "fp8_gemm_nt", "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt",
+    "bf16_gemm_nt", "bf16_gemm_nn", "bf16_gemm_tn", "bf16_gemm_tt",
+    "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked", "k_grouped_fp8_gemm_nt_contiguous",
+    "m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nt_masked",
+    "per_token_cast_to_fp8", "per_block_cast_to_fp8", "per_channel_cast_to_fp8",
     "get_num_sms",
     "set_num_sms",
     "get_tma_aligned_size",

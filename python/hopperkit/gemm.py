@@ -1,0 +1,341 @@
+"""GEMMs, DeepGEMM-compatible: ``D = C + A·Bᵀ`` ("nt"; nn/tn/tt are view aliases).
+
+FP8 operands are ``float8_e4m3fn`` with float32 scales: ``a = (A, SFA)`` with SFA 1×128 (one scale per
+row and 128 K), ``b = (B, SFB)`` with SFB 128×128 (recipe ``(1, 128, 128)``, "1d2d", BF16 D, no C) or
+1×128 (recipe ``(1, 1, 128)``, "1d1d", FP32 D accumulated onto C, the weight-gradient recipe).
+
+Limits, the same on every device (they are what a TMA-based SM90 kernel needs, so code that runs on
+the reference path also runs on the kernels): FP8 operands K-major (``stride(-1) == 1``) with row
+strides that are multiples of 16 bytes (K % 16 == 0 for contiguous rows); D and C row-major with row
+strides that are multiples of 16 bytes (N % 8 for BF16, N % 4 for FP32).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+from . import _ops
+from ._validation import check_int, check_same_device, check_tensor, check_values, describe, fail
+from .reference import gemm as _ref
+from .reference.layout import get_mk_alignment_for_contiguous_layout
+
+__all__ = [
+    "fp8_gemm_nt", "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt",
+    "bf16_gemm_nt", "bf16_gemm_nn", "bf16_gemm_tn", "bf16_gemm_tt",
+    "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked", "k_grouped_fp8_gemm_nt_contiguous",
+    "m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nt_masked",
+]
+
+FP8 = torch.float8_e4m3fn
+RECIPE_1D2D = (1, 128, 128)
+RECIPE_1D1D = (1, 1, 128)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _pair(name: str, x: object) -> tuple[torch.Tensor, torch.Tensor]:
+    if not isinstance(x, (tuple, list)) or len(x) != 2:
+        fail(name, "a pair (fp8 tensor, float32 scales)", describe(x), TypeError)
+    return x[0], x[1]
+
+
+def _check_fp8_operand(name: str, t: object, shape: Sequence[Optional[int]]) -> torch.Tensor:
+    check_tensor(name, t, dtype=FP8, shape=shape)
+    if t.numel() and t.stride(-1) != 1 and t.size(-1) > 1:
+        fail(name, "K-major (stride(-1) == 1); SM90 FP8 tensor cores read both operands K-major",
+             f"strides {t.stride()}")
+    for dim in range(t.dim() - 1):
+        if t.size(dim) > 1 and t.stride(dim) % 16:
+            fail(name, "16-byte aligned rows (strides multiples of 16 elements, e.g. K % 16 == 0)", f"strides {t.stride()}")
+    return t
+
+
+def _check_output(name: str, t: object, dtype: torch.dtype, shape: Sequence[int]) -> torch.Tensor:
+    check_tensor(name, t, dtype=dtype, shape=shape)
+    align = 16 // t.element_size()
+    if t.numel() and (t.stride(-1) != 1 or any(t.stride(i) % align for i in range(t.dim() - 1) if t.size(i) > 1)):
+        fail(name, f"row-major with rows 16 bytes aligned (strides multiples of {align})", f"strides {t.stride()}")
+    return t
+
+
+def _recipe(recipe: object, d: torch.Tensor) -> tuple[int, int, int]:
+    if recipe is None:
+        # DeepGEMM's SM90 default is 1d2d; an FP32 D can only be the 1d1d (weight-gradient) recipe.
+        return RECIPE_1D1D if d.dtype == torch.float32 else RECIPE_1D2D
+    if tuple(recipe) not in (RECIPE_1D2D, RECIPE_1D1D):
+        fail("recipe", f"{RECIPE_1D2D} (1x128 A, 128x128 B scales) or {RECIPE_1D1D} (1x128 both)", repr(recipe))
+    return tuple(recipe)
+
+
+def fp8_gemm_nt(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] = None,
+                recipe: Optional[Sequence[int]] = None) -> None:
+    """``D = C + A·Bᵀ`` with FP8 A [M, K], B [N, K] and DeepSeek's fine-grained scales, in place.
+
+    1d2d (default): SFA float32 [M, ⌈K/128⌉], SFB float32 [⌈N/128⌉, ⌈K/128⌉], D bfloat16 [M, N], c None.
+    1d1d (``recipe=(1, 1, 128)``, or D float32): SFB float32 [N, ⌈K/128⌉], D float32, C float32 [M, N]
+    required (it may be D itself). Scales in any strides. Accumulation is two-level: each 128-wide K
+    block's product is scaled by sfa·sfb and added to an FP32 accumulator.
+    """
+    A, SFA = _pair("a", a)
+    B, SFB = _pair("b", b)
+    check_tensor("d", d, dtype=(torch.bfloat16, torch.float32), ndim=2)
+    rec = _recipe(recipe, d)
+    check_tensor("a[0]", A, ndim=2)
+    check_tensor("b[0]", B, ndim=2)
+    M, K = A.shape
+    N = B.shape[0]
+    _check_fp8_operand("a[0]", A, (M, K))
+    _check_fp8_operand("b[0]", B, (N, K))
+    kb = _cdiv(K, 128)
+    check_tensor("a[1]", SFA, dtype=torch.float32, shape=(M, kb))
+    if rec == RECIPE_1D2D:
+        check_tensor("b[1]", SFB, dtype=torch.float32, shape=(_cdiv(N, 128), kb))
+        _check_output("d", d, torch.bfloat16, (M, N))
+        if c is not None:
+            fail("c", "None for the 1d2d recipe (BF16 D is written, not accumulated; use recipe (1, 1, 128) "
+                 "with an FP32 D to accumulate)", describe(c))
+    else:
+        check_tensor("b[1]", SFB, dtype=torch.float32, shape=(N, kb))
+        _check_output("d", d, torch.float32, (M, N))
+        if c is None:
+            fail("c", "a float32 [M, N] tensor for the 1d1d recipe (D = C + A·Bᵀ; pass c=d to accumulate in place)", "None")
+        _check_output("c", c, torch.float32, (M, N))
+    check_same_device([("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("d", d), ("c", c)])
+    if M == 0 or N == 0:
+        return
+    d.copy_(_ref.fp8_gemm_nt(A, SFA, B, SFB, c, recipe=rec, out_dtype=d.dtype))
+
+
+def fp8_gemm_nn(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] = None,
+                recipe: Optional[Sequence[int]] = None) -> None:
+    """``D = C + A·B`` with B given as [K, N] (and its scales transposed): ``fp8_gemm_nt`` on views."""
+    B, SFB = _pair("b", b)
+    fp8_gemm_nt(a, (B.T, SFB.T), d, c, recipe)
+
+
+def fp8_gemm_tn(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] = None,
+                recipe: Optional[Sequence[int]] = None) -> None:
+    """``D = C + Aᵀ·Bᵀ`` with A given as [K, M] (and its scales transposed): ``fp8_gemm_nt`` on views."""
+    A, SFA = _pair("a", a)
+    fp8_gemm_nt((A.T, SFA.T), b, d, c, recipe)
+
+
+def fp8_gemm_tt(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] = None,
+                recipe: Optional[Sequence[int]] = None) -> None:
+    """``D = C + Aᵀ·B``: both operands given transposed; ``fp8_gemm_nt`` on views."""
+    A, SFA = _pair("a", a)
+    B, SFB = _pair("b", b)
+    fp8_gemm_nt((A.T, SFA.T), (B.T, SFB.T), d, c, recipe)
+
+
+def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None:
+    """``D = C + A·Bᵀ`` with bfloat16 A [M, K] and B [N, K] (K- or MN-major), FP32 accumulation;
+    D bfloat16 or float32 [M, N]; C optional, same dtype as D (it may be D itself)."""
+    check_tensor("a", a, dtype=torch.bfloat16, ndim=2)
+    check_tensor("b", b, dtype=torch.bfloat16, ndim=2)
+    M, K = a.shape
+    N = b.shape[0]
+    check_tensor("b", b, shape=(N, K))
+    check_tensor("d", d, dtype=(torch.bfloat16, torch.float32), ndim=2)
+    _check_output("d", d, d.dtype, (M, N))
+    for name, t in (("a", a), ("b", b)):
+        if t.numel() and t.stride(-1) != 1 and t.stride(-2) != 1:
+            fail(name, "K-major or MN-major (one of the last two strides is 1)", f"strides {t.stride()}")
+    if c is not None:
+        _check_output("c", c, d.dtype, (M, N))
+    check_same_device([("a", a), ("b", b), ("d", d), ("c", c)])
+    if M == 0 or N == 0:
+        return
+    d.copy_(_ref.bf16_gemm_nt(a, b, c, out_dtype=d.dtype))
+
+
+def bf16_gemm_nn(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None:
+    """``D = C + A·B`` with B [K, N]."""
+    bf16_gemm_nt(a, b.T, d, c)
+
+
+def bf16_gemm_tn(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None:
+    """``D = C + Aᵀ·Bᵀ`` with A [K, M]."""
+    bf16_gemm_nt(a.T, b, d, c)
+
+
+def bf16_gemm_tt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None:
+    """``D = C + Aᵀ·B`` with A [K, M] and B [K, N]."""
+    bf16_gemm_nt(a.T, b.T, d, c)
+
+
+def _check_m_indices(m_indices: torch.Tensor, num_groups: int, device: torch.device, kernel: bool) -> None:
+    if not check_values(kernel, device):
+        return
+    ids = m_indices.cpu().long()
+    if ids.numel() == 0:
+        return
+    if int(ids.min()) < -1 or int(ids.max()) >= num_groups:
+        fail("m_indices", f"expert ids in [0, {num_groups}) or -1 for padding rows",
+             f"values in [{int(ids.min())}, {int(ids.max())}]")
+    align = get_mk_alignment_for_contiguous_layout()
+    pad = (-ids.numel()) % align
+    tiles = torch.cat([ids, ids.new_full((pad,), -1)]).view(-1, align)
+    first = tiles[:, :1]
+    # A tile holds one expert's rows followed by padding: its id never changes except to -1, and a
+    # -1 is never followed by an id (each segment starts on a multiple of the alignment).
+    valid = tiles != -1
+    mixed = (valid & (tiles != first)).any(dim=1) | (valid[:, 1:] & ~valid[:, :-1]).any(dim=1)
+    if bool(mixed.any()):
+        t = int(mixed.nonzero()[0])
+        fail("m_indices", f"expert segments that start on multiples of {align} rows "
+             "(get_mk_alignment_for_contiguous_layout()), each padded with -1 up to the next multiple",
+             f"rows {t * align}..{t * align + align - 1} mixing ids {sorted(set(tiles[t].tolist()))}")
+
+
+def m_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, m_indices: torch.Tensor,
+                                     use_psum_layout: bool = False) -> None:
+    """MoE grouped FP8 GEMM over experts' rows concatenated ("contiguous" layout), 1d2d scales.
+
+    A [M_sum, K], SFA [M_sum, ⌈K/128⌉], B [G, N, K], SFB [G, ⌈N/128⌉, ⌈K/128⌉], D bfloat16 [M_sum, N].
+    ``m_indices`` int32 [M_sum]: the expert of each row, -1 for padding rows; every expert's segment
+    starts on a multiple of ``get_mk_alignment_for_contiguous_layout()`` (128). Padding rows of D are
+    written as 0, whatever A holds there. With ``use_psum_layout=True``, ``m_indices`` is int32 [G] of
+    cumulative segment ends instead (group g occupies [align(end[g-1], 128), end[g])).
+    """
+    A, SFA = _pair("a", a)
+    B, SFB = _pair("b", b)
+    check_tensor("a[0]", A, ndim=2)
+    check_tensor("b[0]", B, ndim=3)
+    M, K = A.shape
+    G, N, _ = B.shape
+    _check_fp8_operand("a[0]", A, (M, K))
+    _check_fp8_operand("b[0]", B, (G, N, K))
+    check_tensor("a[1]", SFA, dtype=torch.float32, shape=(M, _cdiv(K, 128)))
+    check_tensor("b[1]", SFB, dtype=torch.float32, shape=(G, _cdiv(N, 128), _cdiv(K, 128)))
+    _check_output("d", d, torch.bfloat16, (M, N))
+    check_tensor("m_indices", m_indices, dtype=torch.int32, shape=(G,) if use_psum_layout else (M,), contiguous=True)
+    device = check_same_device([("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("d", d), ("m_indices", m_indices)])
+    kernel = _ops.use_kernel("m_grouped_fp8_gemm_nt_contiguous", device)
+    if use_psum_layout:
+        if check_values(kernel, device):
+            ends = m_indices.cpu()
+            if bool((ends[1:] < ends[:-1]).any()) or (G and (int(ends[0]) < 0 or int(ends[-1]) > M)):
+                fail("m_indices", f"non-decreasing cumulative ends within [0, {M}] (psum layout)", str(ends.tolist()[:16]))
+        m_indices = _ref.m_indices_from_psum(m_indices, M, get_mk_alignment_for_contiguous_layout())
+    else:
+        _check_m_indices(m_indices, G, device, kernel)
+    if M == 0 or N == 0:
+        return
+    d.copy_(_ref.m_grouped_fp8_gemm_nt_contiguous(A, SFA, B, SFB, m_indices))
+
+
+def _check_masked_m(masked_m: object, G: int, m_max: int, expected_m: object, device: torch.device, kernel: bool) -> None:
+    check_tensor("masked_m", masked_m, dtype=torch.int32, shape=(G,), device=device, contiguous=True)
+    check_int("expected_m", expected_m, min_value=1)
+    if check_values(kernel, device):
+        mm = masked_m.cpu()
+        if G and (int(mm.min()) < 0 or int(mm.max()) > m_max):
+            fail("masked_m", f"row counts in [0, {m_max}] (M_max, the size of dim 1 of A)", str(mm.tolist()[:16]))
+
+
+def m_grouped_fp8_gemm_nt_masked(a: tuple, b: tuple, d: torch.Tensor, masked_m: torch.Tensor, expected_m: int) -> None:
+    """MoE grouped FP8 GEMM for CUDA-graph decode ("masked" layout), 1d2d scales.
+
+    A [G, M_max, K], SFA [G, M_max, ⌈K/128⌉], B [G, N, K], SFB [G, ⌈N/128⌉, ⌈K/128⌉], D bfloat16
+    [G, M_max, N]; ``masked_m`` int32 [G] on the device: group g's valid rows are [0, masked_m[g]);
+    it is read on the device, so one graph capture serves any counts. Rows of D at or past
+    masked_m[g] are written as 0. ``expected_m`` (a typical count) only steers the kernel config.
+    """
+    A, SFA = _pair("a", a)
+    B, SFB = _pair("b", b)
+    check_tensor("a[0]", A, ndim=3)
+    check_tensor("b[0]", B, ndim=3)
+    G, M_max, K = A.shape
+    N = B.shape[1]
+    _check_fp8_operand("a[0]", A, (G, M_max, K))
+    _check_fp8_operand("b[0]", B, (G, N, K))
+    check_tensor("a[1]", SFA, dtype=torch.float32, shape=(G, M_max, _cdiv(K, 128)))
+    check_tensor("b[1]", SFB, dtype=torch.float32, shape=(G, _cdiv(N, 128), _cdiv(K, 128)))
+    _check_output("d", d, torch.bfloat16, (G, M_max, N))
+    device = check_same_device([("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("d", d)])
+    _check_masked_m(masked_m, G, M_max, expected_m, device, _ops.use_kernel("m_grouped_fp8_gemm_nt_masked", device))
+    if d.numel() == 0:
+        return
+    d.copy_(_ref.m_grouped_fp8_gemm_nt_masked(A, SFA, B, SFB, masked_m))
+
+
+def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Sequence[int], ks_tensor: torch.Tensor,
+                                     c: Optional[torch.Tensor] = None, recipe: Sequence[int] = RECIPE_1D1D) -> None:
+    """MoE weight gradient: ``D[g] = C[g] + A_g·B_gᵀ`` with a different K per group, 1d1d scales.
+
+    ``ks``: per-group K on the host, each a multiple of 128 (0 allowed); ``ks_tensor``: the same
+    values as int32 [G] on the device. A: flat FP8 buffer of M·Σks elements, per group a K-major
+    [M, ks[g]] block; B likewise [N, ks[g]] blocks; SFA float32 [M, Σks/128], SFB float32
+    [N, Σks/128]; D float32 [G, M, N]; C float32 [G, M, N] required (it may be D itself).
+    """
+    if tuple(recipe) != RECIPE_1D1D:
+        fail("recipe", f"{RECIPE_1D1D} (the k-grouped GEMM uses 1x128 scales on both operands)", repr(recipe))
+    A, SFA = _pair("a", a)
+    B, SFB = _pair("b", b)
+    if not isinstance(ks, (list, tuple)) or not all(isinstance(k, int) and not isinstance(k, bool) for k in ks):
+        fail("ks", "a list of ints (per-group K on the host)", describe(ks), TypeError)
+    if any(k < 0 or k % 128 for k in ks):
+        fail("ks", "non-negative multiples of 128", str(list(ks)))
+    check_tensor("d", d, dtype=torch.float32, ndim=3)
+    G, M, N = d.shape
+    if len(ks) != G:
+        fail("ks", f"{G} entries (one per group of d)", f"{len(ks)} entries")
+    _check_output("d", d, torch.float32, (G, M, N))
+    if c is None:
+        fail("c", "a float32 [G, M, N] tensor (pass c=d to accumulate in place)", "None")
+    _check_output("c", c, torch.float32, (G, M, N))
+    sum_k = sum(ks)
+    check_tensor("a[0]", A, dtype=FP8, contiguous=True)
+    check_tensor("b[0]", B, dtype=FP8, contiguous=True)
+    if A.numel() != M * sum_k:
+        fail("a[0]", f"{M * sum_k} elements (M·Σks)", f"{A.numel()}")
+    if B.numel() != N * sum_k:
+        fail("b[0]", f"{N * sum_k} elements (N·Σks)", f"{B.numel()}")
+    check_tensor("a[1]", SFA, dtype=torch.float32, shape=(M, sum_k // 128))
+    check_tensor("b[1]", SFB, dtype=torch.float32, shape=(N, sum_k // 128))
+    device = check_same_device([("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("d", d), ("c", c),
+                                ("ks_tensor", ks_tensor)])
+    check_tensor("ks_tensor", ks_tensor, dtype=torch.int32, shape=(G,))
+    if check_values(_ops.use_kernel("k_grouped_fp8_gemm_nt_contiguous", device), device):
+        if ks_tensor.cpu().tolist() != list(ks):
+            fail("ks_tensor", f"the same values as ks {list(ks)[:16]}", str(ks_tensor.cpu().tolist()[:16]))
+    d.copy_(_ref.k_grouped_fp8_gemm_nt_contiguous(A, SFA, B, SFB, list(ks), c))
+
+
+def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, m_indices: torch.Tensor) -> None:
+    """BF16 MoE grouped GEMM, contiguous layout: A [M_sum, K], B [G, N, K], D bf16 [M_sum, N],
+    ``m_indices`` as in ``m_grouped_fp8_gemm_nt_contiguous`` (padding rows of D are written as 0)."""
+    check_tensor("a", a, dtype=torch.bfloat16, ndim=2, last_dim_contiguous=True)
+    check_tensor("b", b, dtype=torch.bfloat16, ndim=3, last_dim_contiguous=True)
+    M, K = a.shape
+    G, N, _ = b.shape
+    check_tensor("b", b, shape=(G, N, K))
+    _check_output("d", d, torch.bfloat16, (M, N))
+    check_tensor("m_indices", m_indices, dtype=torch.int32, shape=(M,), contiguous=True)
+    device = check_same_device([("a", a), ("b", b), ("d", d), ("m_indices", m_indices)])
+    _check_m_indices(m_indices, G, device, _ops.use_kernel("m_grouped_bf16_gemm_nt_contiguous", device))
+    if M == 0 or N == 0:
+        return
+    d.copy_(_ref.m_grouped_bf16_gemm_nt_contiguous(a, b, m_indices))
+
+
+def m_grouped_bf16_gemm_nt_masked(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, masked_m: torch.Tensor,
+                                  expected_m: int) -> None:
+    """BF16 MoE grouped GEMM, masked layout: A [G, M_max, K], B [G, N, K], D bf16 [G, M_max, N]; rows
+    at or past ``masked_m[g]`` are written as 0."""
+    check_tensor("a", a, dtype=torch.bfloat16, ndim=3, last_dim_contiguous=True)
+    check_tensor("b", b, dtype=torch.bfloat16, ndim=3, last_dim_contiguous=True)
+    G, M_max, K = a.shape
+    N = b.shape[1]
+    check_tensor("b", b, shape=(G, N, K))
+    _check_output("d", d, torch.bfloat16, (G, M_max, N))
+    device = check_same_device([("a", a), ("b", b), ("d", d)])
+    _check_masked_m(masked_m, G, M_max, expected_m, device, _ops.use_kernel("m_grouped_bf16_gemm_nt_masked", device))
+    if d.numel() == 0:
+        return
+    d.copy_(_ref.m_grouped_bf16_gemm_nt_masked(a, b, masked_m))

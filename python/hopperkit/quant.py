@@ -1,0 +1,44 @@
+"""FP8 quantization of GEMM operands, DeepGEMM-compatible, with the scales already in the layout the
+GEMM kernels read (so no transpose or copy is needed between the cast and the GEMM)."""
+
+from __future__ import annotations
+
+import torch
+
+from ._validation import check_bool, check_tensor, fail
+from .reference import layout as _layout_ref
+from .reference import quant as _ref
+
+__all__ = ["per_token_cast_to_fp8", "per_block_cast_to_fp8", "per_channel_cast_to_fp8"]
+
+_INPUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+def _check(x: object, use_ue8m0: object) -> None:
+    check_tensor("x", x, dtype=_INPUT_DTYPES, ndim=2)
+    check_bool("use_ue8m0", use_ue8m0)
+
+
+def per_token_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [m, n] (bf16/fp16/fp32) → (float8_e4m3fn [m, n], float32 scales [m, ⌈n/128⌉]) with one scale
+    per row and 128 columns (amax / 448; a power of two with ``use_ue8m0``). The scales come back
+    MN-major and TMA-aligned (strides (1, align(m, 4))), the layout ``fp8_gemm_nt`` reads for A."""
+    _check(x, use_ue8m0)
+    x_fp8, sf = _ref.per_token_cast_to_fp8(x, use_ue8m0=use_ue8m0)
+    return x_fp8, _layout_ref.get_mn_major_tma_aligned_tensor(sf)
+
+
+def per_block_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [m, n] → (float8_e4m3fn [m, n], float32 scales [⌈m/128⌉, ⌈n/128⌉] contiguous), one scale per
+    128×128 block: the weight (B) operand of the 1d2d recipe."""
+    _check(x, use_ue8m0)
+    return _ref.per_block_cast_to_fp8(x, use_ue8m0=use_ue8m0)
+
+
+def per_channel_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [m, n] → (float8_e4m3fn [m, n], float32 scales [⌈m/128⌉, n]): one scale per column and 128
+    rows, the layout of k-grouped weight-gradient inputs before they are re-packed K-major."""
+    _check(x, use_ue8m0)
+    if x.shape[0] % 128:
+        fail("x", "a row count that is a multiple of 128 (per-channel scales cover 128 rows)", f"shape {tuple(x.shape)}")
+    return _ref.per_channel_cast_to_fp8(x, use_ue8m0=use_ue8m0)
