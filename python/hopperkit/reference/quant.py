@@ -8,7 +8,8 @@ float32 operation order is spelled out in :func:`per_token_cast_to_fp8` and shar
 
 1. ``xf = x.to(float32)`` (exact for bf16/fp16/fp32 inputs), zero-padded to whole blocks;
 2. ``amax = max(|xf|)`` over the block, then ``amax = max(amax, 1e-4)`` (a float32 max, so exact);
-3. ``sf = amax / 448.0``: one correctly rounded float32 division (448 = largest finite e4m3fn value);
+3. ``sf = amax / 448.0``: one correctly rounded float32 division (448 = largest finite e4m3fn value;
+   not a multiplication by ``fl32(1/448)``, which differs in the last bit for some inputs);
 4. if ``use_ue8m0``: ``sf = ceil_to_ue8m0(sf)`` (exact bit manipulation, see below);
 5. ``inv = 1.0 / sf``: one correctly rounded float32 division (IEEE ``div.rn.f32``; on the GPU not
    ``__fdividef`` / ``rcp.approx``, whose results differ in the last bit);
@@ -65,8 +66,10 @@ def _check_gran(gran: int, name: str) -> None:
 
 
 def _scale_from_amax(amax: torch.Tensor, use_ue8m0: bool) -> torch.Tensor:
-    # Steps 2-4 of the module docstring; amax is float32.
-    sf = amax.clamp(min=AMAX_CLAMP) / FP8_E4M3_MAX
+    # Steps 2-4 of the module docstring; amax is float32. The divisor is a tensor on purpose: torch's
+    # CUDA division by a Python scalar multiplies by fl32(1/448) instead, which is not correctly
+    # rounded and made CUDA scales differ from CPU ones in the last bit.
+    sf = amax.clamp(min=AMAX_CLAMP) / torch.full_like(amax, FP8_E4M3_MAX)
     return ceil_to_ue8m0(sf) if use_ue8m0 else sf
 
 
@@ -257,6 +260,12 @@ def unpack_ue8m0_from_int(packed: torch.Tensor, sfk: int) -> torch.Tensor:
     return (exponent << 23).contiguous().view(torch.float32)
 
 
+def _repeat_rows(sf: torch.Tensor, times: int, size: int) -> torch.Tensor:
+    """Repeat every row of 2-D ``sf`` ``times`` times and keep the first ``size`` rows (no host sync)."""
+    blocks, cols = sf.shape
+    return sf.unsqueeze(1).expand(blocks, times, cols).reshape(blocks * times, cols)[:size]
+
+
 def _check_dequant(x_fp8: torch.Tensor, sf: torch.Tensor) -> None:
     if not isinstance(x_fp8, torch.Tensor) or x_fp8.dtype != torch.float8_e4m3fn:
         raise TypeError(f"hopperkit: x_fp8 must be float8_e4m3fn, got {getattr(x_fp8, 'dtype', type(x_fp8))}")
@@ -278,7 +287,7 @@ def dequantize_per_token(x_fp8: torch.Tensor, sf: torch.Tensor, gran_k: int = 12
     m, n = x_fp8.shape
     if tuple(sf.shape) != (m, _ceil_div(n, gran_k)):
         raise ValueError(f"hopperkit: sf must be [{m}, {_ceil_div(n, gran_k)}], got {tuple(sf.shape)}")
-    return x_fp8.float() * sf.repeat_interleave(gran_k, dim=1)[:, :n]
+    return x_fp8.float() * _repeat_rows(sf.t(), gran_k, n).t()
 
 
 def dequantize_per_block(x_fp8: torch.Tensor, sf: torch.Tensor, gran: int = 128) -> torch.Tensor:
@@ -293,7 +302,7 @@ def dequantize_per_block(x_fp8: torch.Tensor, sf: torch.Tensor, gran: int = 128)
         raise ValueError(
             f"hopperkit: sf must be [{_ceil_div(m, gran)}, {_ceil_div(n, gran)}], got {tuple(sf.shape)}"
         )
-    full = sf.repeat_interleave(gran, dim=0)[:m].repeat_interleave(gran, dim=1)[:, :n]
+    full = _repeat_rows(_repeat_rows(sf, gran, m).t(), gran, n).t()
     return x_fp8.float() * full
 
 
@@ -305,4 +314,4 @@ def dequantize_per_channel(x_fp8: torch.Tensor, sf: torch.Tensor, gran_k: int = 
     m, n = x_fp8.shape
     if tuple(sf.shape) != (_ceil_div(m, gran_k), n):
         raise ValueError(f"hopperkit: sf must be [{_ceil_div(m, gran_k)}, {n}], got {tuple(sf.shape)}")
-    return x_fp8.float() * sf.repeat_interleave(gran_k, dim=0)[:m]
+    return x_fp8.float() * _repeat_rows(sf, gran_k, m)

@@ -1,0 +1,222 @@
+"""The public API: DeepGEMM/FlashMLA call styles, in-place outputs, the documented row conventions,
+and agreement with hopperkit.reference. Runs on the CPU, and on the GPU of an SM90 machine."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import hopperkit as hk
+from hopperkit.reference import gemm as gemm_ref
+from hopperkit.reference import mla as mla_ref
+from hopperkit.testing import assert_close, calc_diff, poison_
+
+
+@pytest.fixture(params=[pytest.param("cpu"), pytest.param("cuda", marks=pytest.mark.gpu)])
+def dev(request) -> torch.device:
+    return torch.device(request.param)
+
+
+def paged_case(dev, b=4, s_q=2, h_q=16, h_k=1, max_len=300, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    seqlens = torch.randint(0, max_len, (b,), generator=g, dtype=torch.int32)
+    seqlens[0] = max_len
+    blocks = math.ceil(max_len / 64)
+    k_cache = (torch.randn(b * blocks, 64, h_k, 576, generator=g) / 10).to(torch.bfloat16)
+    block_table = torch.randperm(b * blocks, generator=g, dtype=torch.int32).view(b, blocks)
+    for i, L in enumerate(seqlens.tolist()):  # NaN in every unused slot
+        flat = k_cache[block_table[i].long()].view(-1, h_k, 576)
+        flat[L:] = math.nan
+        k_cache[block_table[i].long()] = flat.view(blocks, 64, h_k, 576)
+    q_full = (torch.randn(b, s_q, h_q + 3, 576, generator=g) / 10).clamp(-1, 1).to(torch.bfloat16)
+    q = q_full[:, :, 1:h_q + 1]  # non-contiguous
+    return q.to(dev), k_cache.to(dev), block_table.to(dev), seqlens.to(dev)
+
+
+def test_flash_mla_call_styles_agree(dev):
+    q, k_cache, block_table, seqlens = paged_case(dev)
+    ref = mla_ref.flash_mla_with_kvcache(q, k_cache, block_table, seqlens, 512, causal=True)
+    # FlashMLA <= 1.0: explicit metadata
+    tsm, ns = hk.get_mla_metadata(seqlens, q.shape[1] * q.shape[2], 1)
+    assert tsm.dtype == ns.dtype == torch.int32 and tsm.shape[1] == 8 and ns.shape == (q.shape[0] + 1,)
+    out_a, lse_a = hk.flash_mla_with_kvcache(q, k_cache, block_table, seqlens, 512, tsm, ns, causal=True)
+    # FlashMLA HEAD: lazy metadata, filled by the first call and reused by the next "layer"
+    meta, none = hk.get_mla_metadata()
+    assert isinstance(meta, hk.FlashMLASchedMeta) and none is None and not meta.have_initialized
+    out_c, lse_c = hk.flash_mla_with_kvcache(q, k_cache, block_table, seqlens, 512, meta, causal=True)
+    assert meta.have_initialized and torch.equal(meta.tile_scheduler_metadata, tsm) and torch.equal(meta.num_splits, ns)
+    out_c2, _ = hk.flash_mla_with_kvcache(q, k_cache, block_table, seqlens, 512, meta, causal=True)
+    for out, lse in ((out_a, lse_a), (out_c, lse_c), (out_c2, lse_c)):
+        assert_close("out", out, ref[0], 8e-4, 2.01 / 128, 5e-6)
+        assert_close("lse", lse, ref[1], 1e-6, 8.01 / 65536)
+    assert out_a.shape == (4, 2, 16, 512) and lse_a.shape == (4, 16, 2) and out_a.dtype == torch.bfloat16
+    empty = seqlens.cpu() == 0
+    if empty.any():
+        assert (out_a.cpu()[empty] == 0).all() and torch.isinf(lse_a.cpu()[empty]).all()
+
+
+def test_flash_mla_gqa_fp16(dev):
+    q, k_cache, block_table, seqlens = paged_case(dev, b=3, s_q=3, h_q=6, h_k=2, seed=4)
+    q, k_cache = q.half(), k_cache.half()
+    tsm, ns = hk.get_mla_metadata(seqlens, 3 * 6 // 2, 2)
+    out, lse = hk.flash_mla_with_kvcache(q, k_cache, block_table, seqlens, 512, tsm, ns, causal=True)
+    ref = mla_ref.flash_mla_with_kvcache(q, k_cache, block_table, seqlens, 512, causal=True)
+    assert out.dtype == torch.float16
+    assert_close("out", out, ref[0], 8e-4, 2.01 / 128, 5e-6)
+
+
+def test_flash_mla_sparse(dev):
+    g = torch.Generator().manual_seed(2)
+    b, s_q, h_q, topk, pbs, nb = 3, 2, 64, 128, 61, 10
+    kv = (torch.randn(nb, pbs, 1, 576, generator=g) / 10).to(torch.bfloat16)
+    kv_fp8 = hk.quantize_kv_cache(kv).to(dev)
+    assert kv_fp8.shape == (nb, pbs, 1, 656) and kv_fp8.dtype == torch.uint8
+    q = (torch.randn(b, s_q, h_q, 576, generator=g) / 3).clamp(-1, 1).to(torch.bfloat16).to(dev)
+    indices = torch.randint(-1, nb * pbs, (b, s_q, topk), generator=g, dtype=torch.int32).to(dev)
+    topk_length = torch.tensor([128, 7, 0], dtype=torch.int32, device=dev)
+    sink = torch.randn(h_q, generator=g).to(dev)
+    meta, _ = hk.get_mla_metadata()
+    out, lse = hk.flash_mla_with_kvcache(q, kv_fp8, None, None, 512, meta, is_fp8_kvcache=True, indices=indices,
+                                         topk_length=topk_length, attn_sink=sink)
+    ref = mla_ref.flash_mla_sparse_decode(q, kv_fp8, indices, topk_length=topk_length, attn_sink=sink)
+    assert lse.shape == (b, h_q, s_q) and lse.stride() == (s_q * h_q, 1, h_q), "FlashMLA's transposed LSE view"
+    assert_close("out", out, ref[0], 1e-3, 2.01 / 128, 5e-6)
+    assert_close("lse", lse, ref[1], 1e-6, 8.01 / 65536)
+    assert (out[2] == 0).all() and torch.isinf(lse[2]).all(), "topk_length 0: out 0, lse +inf"
+    # the dequantized cache gives the same attention through the bf16 sparse path
+    out_bf16, _ = hk.flash_mla_with_kvcache(q, hk.dequantize_kv_cache(kv_fp8), None, None, 512, hk.get_mla_metadata()[0],
+                                            indices=indices, topk_length=topk_length, attn_sink=sink)
+    assert_close("out_bf16", out_bf16, out, 1e-3, 2.01 / 128)
+
+
+def quantized_operands(dev, m, n, k, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(m, k, generator=g).to(torch.bfloat16).to(dev)
+    b = torch.randn(n, k, generator=g).to(torch.bfloat16).to(dev)
+    return a, b, hk.per_token_cast_to_fp8(a), hk.per_block_cast_to_fp8(b)
+
+
+def test_fp8_gemm_and_aliases(dev):
+    a, b, (a8, sfa), (b8, sfb) = quantized_operands(dev, 96, 384, 512)
+    assert sfa.stride() == (1, 96), "per_token_cast_to_fp8 returns MN-major, TMA-aligned scales"
+    d = poison_(torch.empty(96, 384, dtype=torch.bfloat16, device=dev))
+    hk.fp8_gemm_nt((a8, sfa), (b8, sfb), d)
+    assert torch.equal(d, gemm_ref.fp8_gemm_nt(a8, sfa, b8, sfb))
+    assert calc_diff(d, a.float() @ b.float().T) < 1e-3
+    for alias, args in (
+        (hk.fp8_gemm_nn, ((a8, sfa), (b8.T, sfb.T))),
+        (hk.fp8_gemm_tn, ((a8.T, sfa.T), (b8, sfb))),
+        (hk.fp8_gemm_tt, ((a8.T, sfa.T), (b8.T, sfb.T))),
+    ):
+        d2 = poison_(torch.empty_like(d))
+        alias(*args, d2)
+        assert torch.equal(d2, d), alias.__name__
+
+
+def test_fp8_gemm_1d1d_accumulates_in_place(dev):
+    a, b, (a8, sfa), _ = quantized_operands(dev, 64, 256, 384, seed=1)
+    b8, sfb = hk.per_token_cast_to_fp8(b)
+    d = torch.randn(64, 256, device=dev) * 32
+    c = d.clone()
+    hk.fp8_gemm_nt((a8, sfa), (b8, sfb), d, c=d, recipe=(1, 1, 128))
+    assert calc_diff(d, c + a.float() @ b.float().T) < 1e-3
+    assert torch.equal(d, gemm_ref.fp8_gemm_nt(a8, sfa, b8, sfb, c, recipe=(1, 1, 128)))
+
+
+def test_bf16_gemm(dev):
+    a = torch.randn(33, 80, device=dev).bfloat16()
+    b = torch.randn(48, 80, device=dev).bfloat16()
+    d = poison_(torch.empty(33, 48, device=dev))
+    c = torch.randn(33, 48, device=dev)
+    hk.bf16_gemm_nt(a, b, d, c=c)
+    assert calc_diff(d, c + a.float() @ b.float().T) < 1e-5
+    d2 = poison_(torch.empty(33, 48, dtype=torch.bfloat16, device=dev))
+    hk.bf16_gemm_nn(a, b.T.contiguous(), d2)
+    assert calc_diff(d2, a.float() @ b.float().T) < 1e-5
+
+
+def test_m_grouped_contiguous_and_psum(dev):
+    g = torch.Generator().manual_seed(3)
+    G, n, k = 3, 256, 256
+    sizes = [130, 0, 60]
+    rows = [-(-s // 128) * 128 for s in sizes]
+    m_indices = torch.cat([torch.tensor([i] * s + [-1] * (r - s), dtype=torch.int32) for i, (s, r) in enumerate(zip(sizes, rows))])
+    M = m_indices.numel()
+    a = torch.randn(M, k, generator=g)
+    a[m_indices == -1] = math.nan  # padding rows hold garbage
+    a8, sfa = hk.per_token_cast_to_fp8(a.to(dev))
+    b = torch.randn(G, n, k, generator=g)
+    bq = [hk.per_block_cast_to_fp8(b[i].to(dev)) for i in range(G)]
+    b8, sfb = torch.stack([x for x, _ in bq]), torch.stack([s for _, s in bq])
+    d = poison_(torch.empty(M, n, dtype=torch.bfloat16, device=dev))
+    hk.m_grouped_fp8_gemm_nt_contiguous((a8, sfa), (b8, sfb), d, m_indices.to(dev))
+    pad = (m_indices == -1).to(dev)
+    assert (d[pad] == 0).all(), "padding rows are written as 0"
+    for i, s in enumerate(sizes):
+        r0 = sum(rows[:i])
+        if s:
+            assert calc_diff(d[r0:r0 + s], a[r0:r0 + s].to(dev) @ b[i].to(dev).T) < 1e-3
+    ends = torch.tensor([sum(rows[:i]) + s for i, s in enumerate(sizes)], dtype=torch.int32, device=dev)
+    d2 = poison_(torch.empty_like(d))
+    hk.m_grouped_fp8_gemm_nt_contiguous((a8, sfa), (b8, sfb), d2, ends, use_psum_layout=True)
+    assert torch.equal(d2, d)
+
+
+def test_m_grouped_masked(dev):
+    g = torch.Generator().manual_seed(4)
+    G, m_max, n, k = 3, 64, 128, 256
+    masked_m = torch.tensor([0, 7, 64], dtype=torch.int32)
+    a = torch.randn(G, m_max, k, generator=g)
+    a[0] = math.nan
+    a[1, 7:] = math.nan
+    aq = [hk.per_token_cast_to_fp8(a[i].to(dev)) for i in range(G)]
+    a8 = torch.stack([x for x, _ in aq])
+    sfa = torch.stack([s.contiguous() for _, s in aq])
+    b = torch.randn(G, n, k, generator=g)
+    bq = [hk.per_block_cast_to_fp8(b[i].to(dev)) for i in range(G)]
+    b8, sfb = torch.stack([x for x, _ in bq]), torch.stack([s for _, s in bq])
+    d = poison_(torch.empty(G, m_max, n, dtype=torch.bfloat16, device=dev))
+    hk.m_grouped_fp8_gemm_nt_masked((a8, sfa), (b8, sfb), d, masked_m.to(dev), expected_m=32)
+    assert not d.isnan().any() and (d[0] == 0).all() and (d[1, 7:] == 0).all()
+    assert calc_diff(d[1, :7], a[1, :7].to(dev) @ b[1].to(dev).T) < 1e-3
+    assert calc_diff(d[2], a[2].to(dev) @ b[2].to(dev).T) < 1e-3
+
+
+def test_k_grouped_with_empty_group(dev):
+    g = torch.Generator().manual_seed(5)
+    m, n, ks = 64, 96, [256, 0, 128]
+    G = len(ks)
+    a_parts = [torch.randn(m, kg, generator=g) for kg in ks]
+    b_parts = [torch.randn(n, kg, generator=g) for kg in ks]
+    a8 = torch.cat([hk.per_token_cast_to_fp8(p.to(dev))[0].flatten() for p in a_parts])
+    b8 = torch.cat([hk.per_token_cast_to_fp8(p.to(dev))[0].flatten() for p in b_parts])
+    sfa = torch.cat([hk.per_token_cast_to_fp8(p.to(dev))[1] for p in a_parts], dim=1).contiguous()
+    sfb = torch.cat([hk.per_token_cast_to_fp8(p.to(dev))[1] for p in b_parts], dim=1).contiguous()
+    c = torch.randn(G, m, n, generator=g).to(dev)
+    d = c.clone()
+    hk.k_grouped_fp8_gemm_nt_contiguous((a8, sfa), (b8, sfb), d, ks, torch.tensor(ks, dtype=torch.int32, device=dev), c=d)
+    assert torch.equal(d[1], c[1]), "an empty group leaves C unchanged"
+    for i in (0, 2):
+        assert calc_diff(d[i], c[i] + a_parts[i].to(dev) @ b_parts[i].to(dev).T) < 1e-3
+
+
+def test_layout_utilities(dev):
+    sf = torch.randn(10, 3, device=dev)
+    t = hk.get_mn_major_tma_aligned_tensor(sf)
+    assert t.stride() == (1, 12) and torch.equal(t, sf)
+    assert hk.get_mn_major_tma_aligned_tensor(t) is t
+    assert hk.get_tma_aligned_size(10, 4) == 12 and hk.get_tma_aligned_size(10, 1) == 16
+    assert hk.get_mk_alignment_for_contiguous_layout() == 128
+
+
+def test_set_num_sms_changes_schedule():
+    seqlens = torch.full((8,), 3000, dtype=torch.int32)
+    try:
+        hk.set_num_sms(64)
+        assert hk.get_num_sms() == 64
+        tsm, _ = hk.get_mla_metadata(seqlens, 16, 1)
+        assert tsm.shape == (64, 8)
+    finally:
+        hk.set_num_sms(None)
