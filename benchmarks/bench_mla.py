@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 
 import torch
@@ -24,7 +23,7 @@ import hopperkit
 from hopperkit import _ops
 from hopperkit.reference import mla as mla_ref
 from hopperkit.reference import scheduler as sched
-from hopperkit.testing import bench
+from hopperkit.testing import bench, paged_decode_inputs
 
 BF16_PEAK_TFLOPS = 989.0
 
@@ -43,18 +42,9 @@ def copy_bandwidth_gbs() -> float:
     return 2 * src.numel() / t / 1e3
 
 
-def make_case(b: int, s_q: int, h_q: int, s_k: int, h_k: int = 1):
-    d, page = 576, 64
-    blocks_per_req = math.ceil(s_k / page)
-    q = (torch.randn(b, s_q, h_q, d, device="cuda") / 10).clamp(-1, 1).to(torch.bfloat16)
-    k_cache = (torch.randn(b * blocks_per_req, page, h_k, d, device="cuda") / 10).to(torch.bfloat16)
-    block_table = torch.randperm(b * blocks_per_req, dtype=torch.int32, device="cuda").view(b, blocks_per_req)
-    seqlens = torch.full((b,), s_k, dtype=torch.int32, device="cuda")
-    return q, k_cache, block_table, seqlens
-
-
 def bench_decode(b: int, s_q: int, h_q: int, s_k: int, quick: bool) -> dict:
-    q, k_cache, block_table, seqlens = make_case(b, s_q, h_q, s_k)
+    seqlens = torch.full((b,), s_k, dtype=torch.int32, device="cuda")
+    q, k_cache, block_table = paged_decode_inputs(seqlens, s_q, h_q, nan_unused=False)
     causal = s_q > 1
 
     def call():

@@ -19,8 +19,11 @@ status=0
 step() { echo; echo "=== $* ==="; }
 
 step "device"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv 2>&1 | tee "$LOG/device.txt"
-python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())" | tee -a "$LOG/device.txt"
+# At most 8 files come back from a lent machine: summary.txt, build.log, ptxas.txt, sass.txt,
+# pytest.txt, bench_mla.txt, bench_mla.json.
+SUMMARY="$LOG/summary.txt"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv 2>&1 | tee "$SUMMARY"
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())" | tee -a "$SUMMARY"
 
 step "CUTLASS"
 if [ -z "${CUTLASS_HOME:-}" ] && ! python3 -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('cutlass_library') is None)"; then
@@ -53,13 +56,13 @@ fi
 
 step "build check"
 so=$(ls python/hopperkit/_C*.so | head -n 1)
-ldd "$so" | grep -E "stdc\+\+" | tee "$LOG/ldd.txt"
+ldd "$so" | grep -E "stdc\+\+" | tee -a "$SUMMARY"
 codecvt=$(nm -C "$so" | grep -c codecvt || true)
-echo "statically linked libstdc++ symbols (codecvt): $codecvt"
+echo "statically linked libstdc++ symbols (codecvt): $codecvt" | tee -a "$SUMMARY"
 [ "$codecvt" = "0" ] || { echo "the extension carries its own libstdc++: rebuild with the system compiler"; status=1; }
-python3 -m hopperkit | tee "$LOG/info.txt"
+python3 -m hopperkit | tee -a "$SUMMARY"
 cuobjdump -sass "$so" >"$LOG/sass.txt" 2>&1
-python3 - "$LOG/sass.txt" <<'EOF' | tee "$LOG/sass_summary.txt"
+python3 - "$LOG/sass.txt" <<'EOF' | tee -a "$SUMMARY"
 import collections, re, sys
 count, fn = collections.defaultdict(collections.Counter), None
 for line in open(sys.argv[1]):

@@ -11,7 +11,7 @@ import torch
 import hopperkit as hk
 from hopperkit.reference import gemm as gemm_ref
 from hopperkit.reference import mla as mla_ref
-from hopperkit.testing import assert_close, calc_diff, poison_
+from hopperkit.testing import assert_close, calc_diff, paged_decode_inputs, poison_
 
 
 @pytest.fixture(params=[pytest.param("cpu"), pytest.param("cuda", marks=pytest.mark.gpu)])
@@ -23,15 +23,8 @@ def paged_case(dev, b=4, s_q=2, h_q=16, h_k=1, max_len=300, seed=0):
     g = torch.Generator().manual_seed(seed)
     seqlens = torch.randint(0, max_len, (b,), generator=g, dtype=torch.int32)
     seqlens[0] = max_len
-    blocks = math.ceil(max_len / 64)
-    k_cache = (torch.randn(b * blocks, 64, h_k, 576, generator=g) / 10).to(torch.bfloat16)
-    block_table = torch.randperm(b * blocks, generator=g, dtype=torch.int32).view(b, blocks)
-    for i, L in enumerate(seqlens.tolist()):  # NaN in every unused slot
-        flat = k_cache[block_table[i].long()].view(-1, h_k, 576)
-        flat[L:] = math.nan
-        k_cache[block_table[i].long()] = flat.view(blocks, 64, h_k, 576)
-    q_full = (torch.randn(b, s_q, h_q + 3, 576, generator=g) / 10).clamp(-1, 1).to(torch.bfloat16)
-    q = q_full[:, :, 1:h_q + 1]  # non-contiguous
+    q, k_cache, block_table = paged_decode_inputs(seqlens, s_q, h_q + 3, h_k, generator=g)
+    q = q[:, :, 1:h_q + 1]  # non-contiguous
     return q.to(dev), k_cache.to(dev), block_table.to(dev), seqlens.to(dev)
 
 

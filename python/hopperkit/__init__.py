@@ -40,7 +40,7 @@ from .mla import (
 )
 from .quant import per_block_cast_to_fp8, per_channel_cast_to_fp8, per_token_cast_to_fp8
 from .testing import calc_diff
-from . import gemm, layout, mla, quant, reference, testing  # noqa: E402
+from . import gemm, layout, mla, quant, reference, testing  # noqa: F401  (submodules as attributes)
 
 __all__ = [
     "__version__",

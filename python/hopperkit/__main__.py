@@ -9,25 +9,6 @@ import torch
 import hopperkit
 from hopperkit import _ops
 
-# Public op -> the kernel it needs (None: no kernel yet, it always runs the reference).
-PUBLIC_OPS = {
-    "get_mla_metadata": "get_mla_metadata",
-    "flash_mla_with_kvcache": None,
-    "quantize_kv_cache": None,
-    "dequantize_kv_cache": None,
-    "fp8_gemm_nt (nn/tn/tt)": None,
-    "bf16_gemm_nt (nn/tn/tt)": None,
-    "m_grouped_fp8_gemm_nt_contiguous": None,
-    "m_grouped_fp8_gemm_nt_masked": None,
-    "k_grouped_fp8_gemm_nt_contiguous": None,
-    "m_grouped_bf16_gemm_nt_contiguous": None,
-    "m_grouped_bf16_gemm_nt_masked": None,
-    "per_token_cast_to_fp8": None,
-    "per_block_cast_to_fp8": None,
-    "mla.mla_combine (split-KV combine)": "mla_combine",
-}
-
-
 def main() -> None:
     print(f"hopperkit {hopperkit.__version__}  (python {platform.python_version()}, torch {torch.__version__})")
     if _ops.EXTENSION_LOADED:
@@ -48,13 +29,13 @@ def main() -> None:
     if _ops.force_reference():
         print("HOPPERKIT_FORCE_REFERENCE is set: kernels are disabled")
     print()
-    width = max(len(n) for n in PUBLIC_OPS)
-    for name, kernel in PUBLIC_OPS.items():
+    width = max(len(n) for n in _ops.PUBLIC_OP_KERNELS)
+    for name, kernel in _ops.PUBLIC_OP_KERNELS.items():
         if kernel is None:
             path = "reference (no kernel yet)"
-        elif _ops.use_kernel(kernel, device):
+        elif _ops.use_kernel(name, device):
             path = "kernel"
-        elif _ops.has_kernel(kernel):
+        elif _ops.has_kernel(name):
             path = "reference here (kernel needs an SM90 GPU)"
         else:
             path = "reference (extension not built)"

@@ -23,10 +23,23 @@ except ImportError as e:  # pure-Python install, or a build for another torch
 
 EXTENSION_LOADED = EXTENSION_ERROR is None
 
-# Ops of the extension, by the public function that uses them.
-KERNEL_OPS = {
+# Every public op and the extension op that is its kernel (None: no kernel yet, the op runs its
+# reference on every device). `python -m hopperkit` and the README's status table follow this table.
+PUBLIC_OP_KERNELS: dict[str, Optional[str]] = {
     "get_mla_metadata": "get_mla_metadata",
     "mla_combine": "mla_combine",
+    "flash_mla_with_kvcache": None,
+    "quantize_kv_cache": None,
+    "dequantize_kv_cache": None,
+    "fp8_gemm_nt": None,
+    "bf16_gemm_nt": None,
+    "m_grouped_fp8_gemm_nt_contiguous": None,
+    "m_grouped_fp8_gemm_nt_masked": None,
+    "k_grouped_fp8_gemm_nt_contiguous": None,
+    "m_grouped_bf16_gemm_nt_contiguous": None,
+    "m_grouped_bf16_gemm_nt_masked": None,
+    "per_token_cast_to_fp8": None,
+    "per_block_cast_to_fp8": None,
 }
 
 
@@ -40,8 +53,9 @@ def force_reference() -> bool:
 
 
 def has_kernel(op: str) -> bool:
-    """The extension provides a kernel for public op ``op`` (independent of the device)."""
-    return EXTENSION_LOADED and op in KERNEL_OPS and hasattr(torch.ops.hopperkit, KERNEL_OPS[op])
+    """The loaded extension provides a kernel for public op ``op`` (independent of the device)."""
+    kernel = PUBLIC_OP_KERNELS[op]
+    return EXTENSION_LOADED and kernel is not None and hasattr(torch.ops.hopperkit, kernel)
 
 
 def use_kernel(op: str, device: torch.device) -> bool:

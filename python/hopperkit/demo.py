@@ -11,6 +11,7 @@ import torch
 
 import hopperkit
 from hopperkit import _ops
+from hopperkit.testing import paged_decode_inputs
 
 
 def _time(fn, device: torch.device, iters: int = 5) -> float:
@@ -28,10 +29,7 @@ def _time(fn, device: torch.device, iters: int = 5) -> float:
 def mla_decode_step(device: torch.device) -> None:
     b, s_q, h_q, h_k, page = 8, 1, 128, 1, 64
     seqlens = torch.tensor([1000, 37, 0, 4096, 640, 2049, 64, 3000], dtype=torch.int32, device=device)
-    blocks = math.ceil(int(seqlens.max()) / page)
-    k_cache = (torch.randn(b * blocks, page, h_k, 576, device=device) / 10).to(torch.bfloat16)
-    block_table = torch.randperm(b * blocks, dtype=torch.int32, device=device).view(b, blocks)
-    q = (torch.randn(b, s_q, h_q, 576, device=device) / 10).to(torch.bfloat16)
+    q, k_cache, block_table = paged_decode_inputs(seqlens, s_q, h_q, h_k)  # NaN in unused cache slots
 
     meta, _ = hopperkit.get_mla_metadata()  # FlashMLA's lazy style: filled by the first layer's call
     out, lse = hopperkit.flash_mla_with_kvcache(q, k_cache, block_table, seqlens, 512, meta, causal=True)

@@ -5,6 +5,7 @@
   plus a whole-tensor cosine bound.
 - ``poison_``: fill an output with NaN (or a sentinel for integer tensors) before a kernel runs, so
   an element the kernel forgot to write cannot pass.
+- ``paged_decode_inputs``: random MLA decode inputs over a paged cache, with NaN in unused slots.
 - ``bench``: CUDA-event timing with an L2 flush before every timed call.
 """
 
@@ -15,7 +16,7 @@ from typing import Callable, Optional
 
 import torch
 
-__all__ = ["calc_diff", "cos_diff", "assert_close", "poison_", "bench", "L2Flusher"]
+__all__ = ["calc_diff", "cos_diff", "assert_close", "poison_", "paged_decode_inputs", "bench", "L2Flusher"]
 
 
 def calc_diff(x: torch.Tensor, y: torch.Tensor) -> float:
@@ -91,6 +92,39 @@ def poison_(t: torch.Tensor) -> torch.Tensor:
     else:
         t.fill_(torch.iinfo(t.dtype).max // 2 + 12345 if t.dtype != torch.uint8 else 0xA5)
     return t
+
+
+def paged_decode_inputs(
+    seqlens: torch.Tensor,
+    s_q: int,
+    h_q: int,
+    h_k: int = 1,
+    dtype: torch.dtype = torch.bfloat16,
+    page_block_size: int = 64,
+    head_dim: int = 576,
+    nan_unused: bool = True,
+    generator: Optional[torch.Generator] = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Random ``(q, k_cache, block_table)`` for ``flash_mla_with_kvcache`` on ``seqlens``' device.
+
+    Values as FlashMLA's tests draw them (randn / 10 clamped to [-1, 1]); blocks are a random
+    permutation; with ``nan_unused`` every cache slot past a request's length holds NaN and unused
+    block-table entries hold 2147480000, so anything that reads them shows up.
+    """
+    device = seqlens.device
+    b = seqlens.shape[0]
+    lens = seqlens.cpu()
+    blocks = max(1, -(-int(lens.max()) // page_block_size))
+    q = (torch.randn(b, s_q, h_q, head_dim, generator=generator) / 10).clamp(-1, 1).to(dtype)
+    k_cache = (torch.randn(b * blocks, page_block_size, h_k, head_dim, generator=generator) / 10).clamp(-1, 1).to(dtype)
+    block_table = torch.randperm(b * blocks, generator=generator, dtype=torch.int32).view(b, blocks)
+    if nan_unused:
+        slot = torch.arange(blocks * page_block_size).view(1, blocks, page_block_size)
+        unused = slot >= lens.view(b, 1, 1)  # [b, blocks, page]
+        k_cache[block_table.long()] = k_cache[block_table.long()].masked_fill(unused[..., None, None], math.nan)
+        used_blocks = torch.arange(blocks)[None, :] < -(-lens[:, None] // page_block_size)
+        block_table = block_table.masked_fill(~used_blocks, 2147480000)
+    return q.to(device), k_cache.to(device), block_table.to(device)
 
 
 class L2Flusher:
