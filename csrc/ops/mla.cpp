@@ -4,6 +4,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <torch/library.h>
 
 #include "mla/combine/combine.h"
 #include "mla/metadata/metadata.h"
@@ -120,3 +121,15 @@ void mla_combine(const at::Tensor& o_accum, const at::Tensor& lse_accum, const a
 }
 
 }  // namespace hopperkit::ops
+
+TORCH_LIBRARY_FRAGMENT(hopperkit, m) {
+  m.def("get_mla_metadata(Tensor lengths, int num_sm_parts, bool empty_as_one_block) -> (Tensor, Tensor)");
+  m.def(
+      "mla_combine(Tensor o_accum, Tensor lse_accum, Tensor num_splits, Tensor(a!) out, Tensor(b!) lse, "
+      "Tensor? attn_sink, bool pdl=True) -> ()");
+}
+
+TORCH_LIBRARY_IMPL(hopperkit, CUDA, m) {
+  m.impl("get_mla_metadata", &hopperkit::ops::get_mla_metadata);
+  m.impl("mla_combine", &hopperkit::ops::mla_combine);
+}

@@ -1,23 +1,13 @@
-// The hopperkit operator library: schemas here, CUDA implementations next to their checks in the
-// other files of this folder. Output tensors that ops write in place carry alias annotations (a!)
-// so that torch.compile and functionalization know what they mutate.
+// The hopperkit operator library. This file opens the library and the Python module; each domain
+// (mla.cpp, ...) adds its schemas with TORCH_LIBRARY_FRAGMENT next to its implementations and checks.
+// Output tensors that ops write in place carry alias annotations (a!) so that torch.compile and
+// functionalization know what they mutate.
 #include <Python.h>
 #include <torch/library.h>
 
 #include "ops/ops.h"
 
-TORCH_LIBRARY(hopperkit, m) {
-  m.def("build_info() -> str", &hopperkit::ops::build_info);
-  m.def("get_mla_metadata(Tensor lengths, int num_sm_parts, bool empty_as_one_block) -> (Tensor, Tensor)");
-  m.def(
-      "mla_combine(Tensor o_accum, Tensor lse_accum, Tensor num_splits, Tensor(a!) out, Tensor(b!) lse, "
-      "Tensor? attn_sink, bool pdl=True) -> ()");
-}
-
-TORCH_LIBRARY_IMPL(hopperkit, CUDA, m) {
-  m.impl("get_mla_metadata", &hopperkit::ops::get_mla_metadata);
-  m.impl("mla_combine", &hopperkit::ops::mla_combine);
-}
+TORCH_LIBRARY(hopperkit, m) { m.def("build_info() -> str", &hopperkit::ops::build_info); }
 
 // `import hopperkit._C` runs the registrations above. The module itself is empty and uses only the
 // limited API, so one abi3 build loads into every CPython that torch supports.
