@@ -96,7 +96,8 @@ def test_fp8_gemm_and_aliases(dev):
     assert sfa.stride() == (1, 96), "per_token_cast_to_fp8 returns MN-major, TMA-aligned scales"
     d = poison_(torch.empty(96, 384, dtype=torch.bfloat16, device=dev))
     hk.fp8_gemm_nt((a8, sfa), (b8, sfb), d)
-    assert torch.equal(d, gemm_ref.fp8_gemm_nt(a8, sfa, b8, sfb))
+    # The kernel sums inside each 128-wide K block in its own order: equal to float32 rounding.
+    assert calc_diff(d, gemm_ref.fp8_gemm_nt(a8, sfa, b8, sfb)) < 1e-5 and not d.isnan().any()
     assert calc_diff(d, a.float() @ b.float().T) < 1e-3
     for alias, args in (
         (hk.fp8_gemm_nn, ((a8, sfa), (b8.T, sfb.T))),
@@ -105,7 +106,7 @@ def test_fp8_gemm_and_aliases(dev):
     ):
         d2 = poison_(torch.empty_like(d))
         alias(*args, d2)
-        assert torch.equal(d2, d), alias.__name__
+        assert calc_diff(d2, d) < 1e-6, alias.__name__
 
 
 def test_fp8_gemm_1d1d_accumulates_in_place(dev):

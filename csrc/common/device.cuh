@@ -21,6 +21,24 @@ __device__ __forceinline__ float warp_reduce_max(float v) {
   return v;
 }
 
+// max that propagates NaN (PTX max.NaN, sm_80+), like torch.amax/torch.maximum; fmaxf drops NaNs.
+// A NaN result is the canonical NaN, whatever the inputs' payloads.
+__device__ __forceinline__ float fmax_nan(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+
+// NaN-propagating max over each aligned group of kWidth lanes (a power of two <= 32); every lane of
+// the group gets the result. All 32 lanes must call it.
+template <int kWidth = kWarpSize>
+__device__ __forceinline__ float warp_reduce_max_nan(float v) {
+  static_assert(kWidth >= 1 && kWidth <= kWarpSize && (kWidth & (kWidth - 1)) == 0, "kWidth: a power of two <= 32");
+#pragma unroll
+  for (int offset = kWidth / 2; offset > 0; offset /= 2) v = fmax_nan(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
 // PDL. A kernel launched with the programmatic-stream-serialization attribute may start while the
 // previous kernel in the stream is still running; it must wait here before it reads anything that
 // kernel writes. A no-op when the kernel was launched without the attribute.

@@ -31,7 +31,7 @@ PUBLIC_OP_KERNELS: dict[str, Optional[str]] = {
     "flash_mla_with_kvcache": None,
     "quantize_kv_cache": None,
     "dequantize_kv_cache": None,
-    "fp8_gemm_nt": None,
+    "fp8_gemm_nt": "fp8_gemm_nt_1d2d",  # the 1d2d recipe; 1d1d still runs the reference
     "bf16_gemm_nt": None,
     "m_grouped_fp8_gemm_nt_contiguous": None,
     "m_grouped_fp8_gemm_nt_masked": None,
@@ -80,6 +80,10 @@ if EXTENSION_LOADED:
             lengths.new_empty((num_sm_parts, 8), dtype=torch.int32),
             lengths.new_empty((lengths.shape[0] + 1,), dtype=torch.int32),
         )
+
+    @torch.library.register_fake("hopperkit::fp8_gemm_nt_1d2d")
+    def _fp8_gemm_nt_1d2d_fake(a, sfa, b, sfb, d, num_sms, pdl=False) -> None:
+        return None
 
     @torch.library.register_fake("hopperkit::mla_combine")
     def _mla_combine_fake(o_accum, lse_accum, num_splits, out, lse, attn_sink, pdl=True) -> None:

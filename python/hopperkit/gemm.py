@@ -19,7 +19,8 @@ import torch
 from . import _ops
 from ._validation import check_int, check_same_device, check_tensor, check_values, describe, fail
 from .reference import gemm as _ref
-from .reference.layout import get_mk_alignment_for_contiguous_layout
+from .layout import get_num_sms
+from .reference.layout import get_mk_alignment_for_contiguous_layout, get_mn_major_tma_aligned_tensor
 
 __all__ = [
     "fp8_gemm_nt", "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt",
@@ -51,6 +52,8 @@ def _check_fp8_operand(name: str, t: object, shape: Sequence[Optional[int]]) -> 
     for dim in range(t.dim() - 1):
         if t.size(dim) > 1 and t.stride(dim) % 16:
             fail(name, "16-byte aligned rows (strides multiples of 16 elements, e.g. K % 16 == 0)", f"strides {t.stride()}")
+    if t.numel() and t.device.type != "meta" and t.data_ptr() % 16:
+        fail(name, "16-byte aligned (TMA reads it)", f"a data pointer at offset {t.data_ptr() % 16} mod 16")
     return t
 
 
@@ -104,8 +107,12 @@ def fp8_gemm_nt(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] =
         if c is None:
             fail("c", "a float32 [M, N] tensor for the 1d1d recipe (D = C + A·Bᵀ; pass c=d to accumulate in place)", "None")
         _check_output("c", c, torch.float32, (M, N))
-    check_same_device([("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("d", d), ("c", c)])
+    device = check_same_device([("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("d", d), ("c", c)])
     if M == 0 or N == 0:
+        return
+    if rec == RECIPE_1D2D and K > 0 and _ops.use_kernel("fp8_gemm_nt", device):
+        # The kernel reads A's scales through TMA, MN-major: free when they come from per_token_cast_to_fp8.
+        torch.ops.hopperkit.fp8_gemm_nt_1d2d(A, get_mn_major_tma_aligned_tensor(SFA), B, SFB, d, get_num_sms(device))
         return
     d.copy_(_ref.fp8_gemm_nt(A, SFA, B, SFB, c, recipe=rec, out_dtype=d.dtype))
 

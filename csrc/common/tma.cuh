@@ -1,0 +1,26 @@
+// Device side of TMA: bulk tensor loads into shared memory that complete on an mbarrier.
+#pragma once
+
+#include <cute/arch/copy_sm90_desc.hpp>
+#include <cute/arch/copy_sm90_tma.hpp>
+
+namespace hopperkit {
+
+enum class CacheHint : uint64_t {
+  kEvictNormal = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL),
+  kEvictFirst = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_FIRST),
+  kEvictLast = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_LAST),
+};
+
+// Loads the box at (inner, outer) of a 2-D tensor map into smem; the transfer's bytes count toward
+// the transaction count of `bar` (the caller has set it with arrive_and_expect_tx).
+__device__ __forceinline__ void tma_load_2d(const CUtensorMap* map, uint64_t* bar, void* smem, int32_t inner,
+                                            int32_t outer, CacheHint hint = CacheHint::kEvictNormal) {
+  cute::SM90_TMA_LOAD_2D::copy(map, bar, static_cast<uint64_t>(hint), smem, inner, outer);
+}
+
+__device__ __forceinline__ void tma_prefetch_descriptor(const CUtensorMap* map) {
+  cute::prefetch_tma_descriptor(reinterpret_cast<const cute::TmaDescriptor*>(map));
+}
+
+}  // namespace hopperkit

@@ -1,0 +1,64 @@
+// FP8 block-scaled GEMM, 1d2d recipe: D (bf16) = A·Bᵀ, A [M, K] with 1×128 scales, B [N, K] with
+// 128×128 scales. Persistent (one CTA per SM), warp-specialised:
+//
+// | warpgroup            | threads | registers | duty                                              |
+// |----------------------|---------|-----------|---------------------------------------------------|
+// | math 0 (.. math 1)   | 128 each| 232 / 240 | wgmma 64×BLOCK_N×32 per K step, promotion, store  |
+// | producer (last)      | 128     | 40        | one elected thread issues every TMA load          |
+//
+// Pipeline: kStages shared-memory stages, each holding one 128-wide K block of A, B and the A
+// scales, guarded by full/empty mbarriers (common/pipeline.cuh). B scales are read from global by
+// the math threads (one float per tile and K block).
+#pragma once
+
+#include <cutlass/arch/reg_reconfig.h>
+
+#include "common/device.cuh"
+#include "gemm/fp8_1d2d/epilogue.cuh"
+#include "gemm/fp8_1d2d/mainloop.cuh"
+#include "gemm/fp8_1d2d/traits.h"
+#include "gemm/scheduler.cuh"
+
+namespace hopperkit::gemm {
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __grid_constant__ Fp8Gemm1d2dParams p) {
+  extern __shared__ uint8_t smem_raw[];
+  // The 128B swizzle is a function of absolute shared-memory address bits: align the tiles to 1 KiB.
+  auto& smem = *reinterpret_cast<typename T::SharedStorage*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  const int warpgroup = threadIdx.x / 128;
+  const Fp8GemmRole role = warpgroup == T::kMathWarpgroups ? Fp8GemmRole::kProducer : Fp8GemmRole::kMath;
+
+  if (threadIdx.x == T::kMathThreads) {
+    tma_prefetch_descriptor(&p.tma_a);
+    tma_prefetch_descriptor(&p.tma_b);
+    tma_prefetch_descriptor(&p.tma_sfa);
+    smem.barriers.init(/*consumer_arrivals=*/T::kMathThreads / 32);  // one per math warp
+  }
+  __syncthreads();
+  // With PDL the previous kernel (e.g. the activation cast) may still be writing A and its scales.
+  pdl_wait_for_prerequisites();
+
+  TileScheduler<T::kBlockM, T::kBlockN> scheduler(p.m, p.n);
+  const int num_k_blocks = (p.k + T::kBlockK - 1) / T::kBlockK;
+  PipelineState<T::kStages> st;
+  int m_block, n_block;
+
+  if (role == Fp8GemmRole::kProducer) {
+    cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegisters>();
+    if (threadIdx.x == T::kMathThreads) {
+      while (scheduler.next(m_block, n_block)) produce_tile<T>(p, smem, st, m_block, n_block, num_k_blocks);
+    }
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<T::kMathRegisters>();
+    const AccumulatorRows rows(threadIdx.x % 128);
+    float total[T::kBlockN / 2];
+    while (scheduler.next(m_block, n_block)) {
+      mma_tile<T>(p, smem, st, warpgroup, rows, n_block, num_k_blocks, total);
+      store_tile<T>(p, warpgroup, rows, m_block, n_block, total);
+    }
+  }
+}
+
+}  // namespace hopperkit::gemm

@@ -1,0 +1,82 @@
+// Mainloop of the FP8 1d2d GEMM: the producer's TMA loads and the math warpgroups' wgmma + promotion.
+#pragma once
+
+#include "common/pipeline.cuh"
+#include "common/tma.cuh"
+#include "common/wgmma.cuh"
+#include "gemm/fp8_1d2d/params.h"
+
+namespace hopperkit::gemm {
+
+// One elected producer thread streams the K blocks of every tile of this CTA through the stage
+// ring: A [BLOCK_M × 128], B [BLOCK_N × 128] and the BLOCK_M A scales of the block.
+template <class T>
+__device__ __forceinline__ void produce_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
+                                             PipelineState<T::kStages>& st, int m_block, int n_block, int num_k_blocks) {
+  constexpr uint32_t kTxBytes = T::kBytesA + T::kBytesB + T::kBytesSFA;
+  for (int kb = 0; kb < num_k_blocks; ++kb) {
+    smem.barriers.producer_acquire(st, kTxBytes);
+    uint64_t* full = smem.barriers.full_barrier(st);
+    tma_load_2d(&p.tma_a, full, smem.a[st.stage], kb * T::kBlockK, m_block * T::kBlockM);
+    tma_load_2d(&p.tma_b, full, smem.b[st.stage], kb * T::kBlockK, n_block * T::kBlockN);
+    tma_load_2d(&p.tma_sfa, full, smem.sfa[st.stage], m_block * T::kBlockM, kb);
+    st.advance();
+  }
+}
+
+// The accumulator fragment of a 64×N wgmma: thread t of the warpgroup holds rows
+// row0 = 16·warp + lane/4 and row0 + 8, columns 8j + 2·(lane%4) + {0, 1} for j < N/8, as
+// acc[4j + {0, 1}] (row0) and acc[4j + {2, 3}] (row0 + 8).
+struct AccumulatorRows {
+  int row0;  // within the warpgroup's 64 rows
+  __device__ __forceinline__ AccumulatorRows(int thread_in_wg) : row0((thread_in_wg / 32) * 16 + (thread_in_wg % 32) / 4) {}
+};
+
+// Two-level accumulation over the K blocks of one tile: each block's 4 wgmmas (K = 32 each) start
+// from zero, and the FP32 result is scaled by sfa·sfb and added to `total` on the CUDA cores. This
+// keeps FP8 tensor-core accumulation (fewer than 24 mantissa bits) to 128-element partial sums.
+template <class T>
+__device__ __forceinline__ void mma_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
+                                         PipelineState<T::kStages>& st, int warpgroup, AccumulatorRows rows,
+                                         int n_block, int num_k_blocks, float (&total)[T::kBlockN / 2]) {
+  float acc[T::kBlockN / 2];
+#pragma unroll
+  for (int i = 0; i < T::kBlockN / 2; ++i) total[i] = acc[i] = 0.0f;
+  // 128 % BLOCK_N == 0: the tile lies inside one 128-row block of B scales.
+  const float* sfb = p.sfb + (n_block * T::kBlockN / 128) * p.sfb_stride_n;
+  const int lane = threadIdx.x % 32;
+
+  for (int kb = 0; kb < num_k_blocks; ++kb) {
+    const float scale_b = __ldg(sfb + kb * p.sfb_stride_k);  // issued before the wait: hides its latency
+    smem.barriers.consumer_wait(st);
+    const float* sfa = smem.sfa[st.stage] + warpgroup * 64;
+    const float scale_a0 = sfa[rows.row0], scale_a1 = sfa[rows.row0 + 8];
+    const uint64_t desc_a = smem_desc_k_major_sw128(smem.a[st.stage] + warpgroup * 64 * T::kBlockK);
+    const uint64_t desc_b = smem_desc_k_major_sw128(smem.b[st.stage]);
+
+    fence_accumulators(acc);
+    cute::warpgroup_arrive();
+#pragma unroll
+    for (int k = 0; k < T::kBlockK / 32; ++k) {
+      // 32 FP8 elements = 32 bytes further along the swizzled row: +2 in descriptor units.
+      wgmma_fp8<T::kBlockN>(desc_a + 2 * k, desc_b + 2 * k, acc, k > 0);
+    }
+    cute::warpgroup_commit_batch();
+    fence_accumulators(acc);
+    cute::warpgroup_wait<0>();
+    // The stage's tiles and scales are consumed (the scales were read above): give it back.
+    if (lane == 0) smem.barriers.consumer_release(st);
+    st.advance();
+
+    const float s0 = scale_a0 * scale_b, s1 = scale_a1 * scale_b;
+#pragma unroll
+    for (int j = 0; j < T::kBlockN / 8; ++j) {
+      total[4 * j + 0] += s0 * acc[4 * j + 0];
+      total[4 * j + 1] += s0 * acc[4 * j + 1];
+      total[4 * j + 2] += s1 * acc[4 * j + 2];
+      total[4 * j + 3] += s1 * acc[4 * j + 3];
+    }
+  }
+}
+
+}  // namespace hopperkit::gemm

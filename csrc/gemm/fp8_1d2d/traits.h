@@ -1,0 +1,55 @@
+// Compile-time configuration of the FP8 1d2d GEMM kernel.
+#pragma once
+
+#include <cstdint>
+
+#include "common/pipeline.cuh"
+
+namespace hopperkit::gemm {
+
+enum class Fp8GemmRole { kMath, kProducer };
+
+template <int kBlockM_, int kBlockN_>
+struct Fp8Gemm1d2dTraits {
+  static constexpr int kBlockM = kBlockM_;
+  static constexpr int kBlockN = kBlockN_;
+  // One K block = one scale granularity: the promotion of the tensor-core partial sums happens
+  // exactly where the scales change.
+  static constexpr int kBlockK = 128;
+  static_assert(kBlockM == 64 || kBlockM == 128, "each math warpgroup owns 64 rows (the wgmma M)");
+  static_assert(128 % kBlockN == 0, "BLOCK_N must divide the 128-wide B scale block (no straddling tiles yet)");
+
+  static constexpr int kMathWarpgroups = kBlockM / 64;
+  static constexpr int kMathThreads = 128 * kMathWarpgroups;
+  static constexpr int kThreads = kMathThreads + 128;  // + one producer warpgroup, the last one
+
+  // Register budget (setmaxnreg). The producer needs a few dozen registers for addresses and
+  // barrier state; the math warpgroups hold the wgmma accumulators and the promoted FP32 sums
+  // (BLOCK_N/2 each per thread). 40·128 + 232·256 = 64512 <= 65536 registers of the SM.
+  static constexpr int kProducerRegisters = 40;
+  static constexpr int kMathRegisters = kMathWarpgroups == 2 ? 232 : 240;
+  static_assert(kProducerRegisters * 128 + kMathRegisters * kMathThreads <= 65536, "register file overflow");
+
+  static constexpr int kBytesA = kBlockM * kBlockK;  // fp8
+  static constexpr int kBytesB = kBlockN * kBlockK;
+  static constexpr int kBytesSFA = kBlockM * 4;
+  static constexpr int kSfaSlotFloats = (kBlockM + 31) / 32 * 32;  // TMA destinations are 128-byte aligned
+  static constexpr int kStageBytes = kBytesA + kBytesB + kSfaSlotFloats * 4;
+
+  // As many stages as fit next to the barriers in the 227 KiB an SM90 CTA may use (minus the 1 KiB
+  // the kernel spends aligning the dynamic shared memory base).
+  static constexpr int kSmemBudget = 232448 - 1024 - 1024;
+  static constexpr int kStages = kSmemBudget / kStageBytes > 8 ? 8 : kSmemBudget / kStageBytes;
+  static_assert(kStages >= 3, "fewer than 3 stages cannot hide TMA latency: shrink BLOCK_M/BLOCK_N");
+
+  struct SharedStorage {
+    alignas(1024) uint8_t a[kStages][kBytesA];  // [stage][BLOCK_M rows × 128 B], 128B swizzle
+    alignas(1024) uint8_t b[kStages][kBytesB];  // [stage][BLOCK_N rows × 128 B], 128B swizzle
+    alignas(128) float sfa[kStages][kSfaSlotFloats];
+    StageBarriers<kStages> barriers;
+  };
+  static_assert(sizeof(SharedStorage) + 1024 <= 232448, "shared memory over 227 KiB: lower kStages");
+  static constexpr int kSmemBytes = sizeof(SharedStorage) + 1024;
+};
+
+}  // namespace hopperkit::gemm

@@ -1,0 +1,35 @@
+// Tile-configuration choice for the GEMM kernels.
+#pragma once
+
+#include <cmath>
+
+#include "gemm/fp8_1d2d/params.h"
+
+namespace hopperkit::gemm {
+
+// Picks the compiled (BLOCK_M, BLOCK_N) with the lowest modelled time: waves of a persistent grid
+// × the time of one tile, where a tile's time is its MMA work over a relative efficiency. Small
+// tiles balance the last wave better but feed the tensor cores less per byte of shared memory.
+// PERF: the efficiencies are first estimates, to be replaced by measured ratios (bench_gemm.py).
+inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms) {
+  struct Candidate {
+    int block_m, block_n;
+    double efficiency;
+  };
+  static constexpr Candidate kCandidates[] = {{128, 128, 1.0}, {128, 64, 0.85}, {64, 128, 0.8}, {64, 64, 0.6}};
+  Fp8Gemm1d2dConfig best{128, 128};
+  double best_cost = INFINITY;
+  for (const Candidate& c : kCandidates) {
+    if (c.block_m == 128 && m <= 64) continue;  // half the rows would be padding
+    const long tiles = static_cast<long>((m + c.block_m - 1) / c.block_m) * ((n + c.block_n - 1) / c.block_n);
+    const long waves = (tiles + num_sms - 1) / num_sms;
+    const double cost = static_cast<double>(waves) * c.block_m * c.block_n / c.efficiency;
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = {c.block_m, c.block_n};
+    }
+  }
+  return best;
+}
+
+}  // namespace hopperkit::gemm
