@@ -15,6 +15,8 @@ struct LaunchConfig {
   // With PDL the kernel may begin while its predecessor in the stream drains; the kernel must call
   // pdl_wait_for_prerequisites() before touching the predecessor's outputs.
   bool pdl = false;
+  // CTAs per cluster along x (thread-block clusters share shared memory and TMA multicasts).
+  int cluster_x = 1;
 };
 
 template <typename... KernelArgs, typename... Args>
@@ -23,16 +25,23 @@ void launch_kernel(void (*kernel)(KernelArgs...), const LaunchConfig& cfg, Args&
     HK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(cfg.smem_bytes)));
   }
-  cudaLaunchAttribute attrs[1];
-  attrs[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attrs[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attrs[2];
+  unsigned num_attrs = 0;
+  if (cfg.pdl) {
+    attrs[num_attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[num_attrs++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cfg.cluster_x > 1) {
+    attrs[num_attrs].id = cudaLaunchAttributeClusterDimension;
+    attrs[num_attrs++].val.clusterDim = {static_cast<unsigned>(cfg.cluster_x), 1, 1};
+  }
   cudaLaunchConfig_t launch{};
   launch.gridDim = cfg.grid;
   launch.blockDim = cfg.block;
   launch.dynamicSmemBytes = cfg.smem_bytes;
   launch.stream = cfg.stream;
   launch.attrs = attrs;
-  launch.numAttrs = cfg.pdl ? 1 : 0;
+  launch.numAttrs = num_attrs;
   HK_CUDA_CHECK(cudaLaunchKernelEx(&launch, kernel, std::forward<Args>(args)...));
 }
 

@@ -5,6 +5,10 @@
 // finished reading the stage). Phase convention, written once here: consumers wait on full with
 // the ring's phase, starting at 0; the producer waits on empty with the opposite parity, so its
 // first pass over the ring does not block: the buffers start empty.
+//
+// In a cluster whose CTAs multicast into each other's stages, a stage may only be refilled when the
+// consumers of every CTA are done with it: each empty barrier then counts the consumer warps of the
+// whole cluster, and every consumer warp arrives on the barrier of each CTA (lane i on CTA i).
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -24,17 +28,18 @@ struct PipelineState {
   }
 };
 
-template <int kStages>
+template <int kStages, int kClusterSize = 1>
 struct StageBarriers {
   cutlass::arch::ClusterTransactionBarrier full[kStages];
   cutlass::arch::ClusterBarrier empty[kStages];
 
-  // One thread initialises; a CTA-wide barrier must follow before any use.
-  __device__ __forceinline__ void init(int consumer_arrivals) {
+  // One thread initialises; a CTA-wide (cluster-wide with multicast) barrier must follow before
+  // any use. `consumer_warps`: consumer warps of one CTA.
+  __device__ __forceinline__ void init(int consumer_warps) {
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       full[s].init(1);
-      empty[s].init(consumer_arrivals);
+      empty[s].init(consumer_warps * kClusterSize);
     }
     cutlass::arch::fence_barrier_init();
   }
@@ -47,7 +52,14 @@ struct StageBarriers {
     return reinterpret_cast<uint64_t*>(&full[st.stage]);
   }
   __device__ __forceinline__ void consumer_wait(const PipelineState<kStages>& st) { full[st.stage].wait(st.phase); }
-  __device__ __forceinline__ void consumer_release(const PipelineState<kStages>& st) { empty[st.stage].arrive(); }
+  // Called by every lane of a consumer warp once the warp is done with the stage.
+  __device__ __forceinline__ void consumer_release(const PipelineState<kStages>& st, int lane) {
+    if constexpr (kClusterSize == 1) {
+      if (lane == 0) empty[st.stage].arrive();
+    } else {
+      empty[st.stage].arrive(static_cast<uint32_t>(lane), lane < kClusterSize);
+    }
+  }
 };
 
 }  // namespace hopperkit

@@ -19,6 +19,14 @@ __device__ __forceinline__ void tma_load_2d(const CUtensorMap* map, uint64_t* ba
   cute::SM90_TMA_LOAD_2D::copy(map, bar, static_cast<uint64_t>(hint), smem, inner, outer);
 }
 
+// The same load, written into the same shared-memory offset of every CTA in `cta_mask` (bit i = CTA
+// rank i of the cluster); each destination CTA's barrier at the same offset receives the bytes.
+__device__ __forceinline__ void tma_load_2d_multicast(const CUtensorMap* map, uint64_t* bar, void* smem, int32_t inner,
+                                                      int32_t outer, uint16_t cta_mask,
+                                                      CacheHint hint = CacheHint::kEvictNormal) {
+  cute::SM90_TMA_LOAD_MULTICAST_2D::copy(map, bar, cta_mask, static_cast<uint64_t>(hint), smem, inner, outer);
+}
+
 __device__ __forceinline__ void tma_prefetch_descriptor(const CUtensorMap* map) {
   cute::prefetch_tma_descriptor(reinterpret_cast<const cute::TmaDescriptor*>(map));
 }

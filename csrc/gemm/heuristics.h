@@ -17,7 +17,7 @@ inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms) {
     double efficiency;
   };
   static constexpr Candidate kCandidates[] = {{128, 128, 1.0}, {128, 64, 0.85}, {64, 128, 0.8}, {64, 64, 0.6}};
-  Fp8Gemm1d2dConfig best{128, 128};
+  Fp8Gemm1d2dConfig best{128, 128, 1};
   double best_cost = INFINITY;
   for (const Candidate& c : kCandidates) {
     if (c.block_m == 128 && m <= 64) continue;  // half the rows would be padding
@@ -26,9 +26,13 @@ inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms) {
     const double cost = static_cast<double>(waves) * c.block_m * c.block_n / c.efficiency;
     if (cost < best_cost) {
       best_cost = cost;
-      best = {c.block_m, c.block_n};
+      best = {c.block_m, c.block_n, 1};
     }
   }
+  // Multicast B across CTA pairs on adjacent M blocks whenever every pair has a partner: it halves
+  // B's share of L2 traffic, which bounds 128-row tiles at full tensor-core rate.
+  const int m_blocks = (m + best.block_m - 1) / best.block_m;
+  if (best.block_m == 128 && m_blocks % 2 == 0) best.cluster_m = 2;
   return best;
 }
 

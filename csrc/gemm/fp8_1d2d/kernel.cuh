@@ -6,6 +6,7 @@
 // | math 0 (.. math 1)   | 128 each| 232 / 240 | wgmma 64×BLOCK_N×32 per K step, promotion, store  |
 // | producer (last)      | 128     | 40        | one elected thread issues every TMA load          |
 //
+// With kClusterM = 2, CTA pairs take vertically adjacent tiles and rank 0 multicasts B to both.
 // Pipeline: kStages shared-memory stages, each holding one 128-wide K block of A, B and the A
 // scales, guarded by full/empty mbarriers (common/pipeline.cuh). B scales are read from global by
 // the math threads (one float per tile and K block).
@@ -21,6 +22,16 @@
 
 namespace hopperkit::gemm {
 
+template <int kClusterSize>
+__device__ __forceinline__ void cluster_sync() {
+  if constexpr (kClusterSize > 1) {
+    cute::cluster_arrive_relaxed();
+    cute::cluster_wait();
+  } else {
+    __syncthreads();
+  }
+}
+
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __grid_constant__ Fp8Gemm1d2dParams p) {
   extern __shared__ uint8_t smem_raw[];
@@ -34,9 +45,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
     tma_prefetch_descriptor(&p.tma_a);
     tma_prefetch_descriptor(&p.tma_b);
     tma_prefetch_descriptor(&p.tma_sfa);
-    smem.barriers.init(/*consumer_arrivals=*/T::kMathThreads / 32);  // one per math warp
+    smem.barriers.init(/*consumer_warps=*/T::kMathThreads / 32);
   }
-  __syncthreads();
+  // With multicast the peer CTA writes into this CTA's stages and arrives on its barriers: both
+  // CTAs' barriers must be initialised before either starts.
+  cluster_sync<T::kClusterM>();
   // With PDL the previous kernel (e.g. the activation cast) may still be writing A and its scales.
   pdl_wait_for_prerequisites();
 
@@ -59,6 +72,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
       store_tile<T>(p, warpgroup, rows, m_block, n_block, total);
     }
   }
+  // Neither CTA of a cluster may exit while the other can still multicast into its shared memory
+  // or arrive on its barriers.
+  cluster_sync<T::kClusterM>();
 }
 
 }  // namespace hopperkit::gemm

@@ -1,6 +1,8 @@
 // Mainloop of the FP8 1d2d GEMM: the producer's TMA loads and the math warpgroups' wgmma + promotion.
 #pragma once
 
+#include <cute/arch/cluster_sm90.hpp>
+
 #include "common/pipeline.cuh"
 #include "common/tma.cuh"
 #include "common/wgmma.cuh"
@@ -18,7 +20,12 @@ __device__ __forceinline__ void produce_tile(const Fp8Gemm1d2dParams& p, typenam
     smem.barriers.producer_acquire(st, kTxBytes);
     uint64_t* full = smem.barriers.full_barrier(st);
     tma_load_2d(&p.tma_a, full, smem.a[st.stage], kb * T::kBlockK, m_block * T::kBlockM);
-    tma_load_2d(&p.tma_b, full, smem.b[st.stage], kb * T::kBlockK, n_block * T::kBlockN);
+    if constexpr (T::kClusterM == 1) {
+      tma_load_2d(&p.tma_b, full, smem.b[st.stage], kb * T::kBlockK, n_block * T::kBlockN);
+    } else if (cute::block_rank_in_cluster() == 0) {
+      tma_load_2d_multicast(&p.tma_b, full, smem.b[st.stage], kb * T::kBlockK, n_block * T::kBlockN,
+                            (1 << T::kClusterM) - 1);
+    }
     tma_load_2d(&p.tma_sfa, full, smem.sfa[st.stage], m_block * T::kBlockM, kb);
     st.advance();
   }
@@ -65,7 +72,7 @@ __device__ __forceinline__ void mma_tile(const Fp8Gemm1d2dParams& p, typename T:
     fence_accumulators(acc);
     cute::warpgroup_wait<0>();
     // The stage's tiles and scales are consumed (the scales were read above): give it back.
-    if (lane == 0) smem.barriers.consumer_release(st);
+    smem.barriers.consumer_release(st, lane);
     st.advance();
 
     const float s0 = scale_a0 * scale_b, s1 = scale_a1 * scale_b;

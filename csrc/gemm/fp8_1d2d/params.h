@@ -23,6 +23,7 @@ struct Fp8Gemm1d2dParams {
 // Tile configurations compiled into the library (one instantiation file each).
 struct Fp8Gemm1d2dConfig {
   int block_m, block_n;
+  int cluster_m;  // 2: CTA pairs on adjacent M blocks share B through TMA multicast
 };
 
 void run_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params, Fp8Gemm1d2dConfig config, int num_sms, bool pdl,

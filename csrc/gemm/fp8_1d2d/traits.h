@@ -9,10 +9,14 @@ namespace hopperkit::gemm {
 
 enum class Fp8GemmRole { kMath, kProducer };
 
-template <int kBlockM_, int kBlockN_>
+template <int kBlockM_, int kBlockN_, int kClusterM_ = 1>
 struct Fp8Gemm1d2dTraits {
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
+  // CTAs of a cluster work on vertically adjacent tiles (same N block): the B tile is loaded once,
+  // by the cluster's rank 0, and multicast to both, halving B's L2 traffic.
+  static constexpr int kClusterM = kClusterM_;
+  static_assert(kClusterM == 1 || kClusterM == 2, "clusters of 1 or 2 CTAs");
   // One K block = one scale granularity: the promotion of the tensor-core partial sums happens
   // exactly where the scales change.
   static constexpr int kBlockK = 128;
@@ -46,7 +50,7 @@ struct Fp8Gemm1d2dTraits {
     alignas(1024) uint8_t a[kStages][kBytesA];  // [stage][BLOCK_M rows × 128 B], 128B swizzle
     alignas(1024) uint8_t b[kStages][kBytesB];  // [stage][BLOCK_N rows × 128 B], 128B swizzle
     alignas(128) float sfa[kStages][kSfaSlotFloats];
-    StageBarriers<kStages> barriers;
+    StageBarriers<kStages, kClusterM> barriers;
   };
   static_assert(sizeof(SharedStorage) + 1024 <= 232448, "shared memory over 227 KiB: lower kStages");
   static constexpr int kSmemBytes = sizeof(SharedStorage) + 1024;

@@ -1,0 +1,653 @@
+"""GEMM benchmark: FP8 block-scaled dense GEMM (1d2d), the m-grouped FP8 MoE GEMMs (contiguous and
+masked) and the BF16 GEMMs, each against the PyTorch/cuBLAS call a user would otherwise make, measured
+in the same run, on an H100/H200.
+
+  python benchmarks/bench_gemm.py [--quick] [--json FILE] [--only dense|grouped|bf16]...
+
+Sections (``--only`` picks some, repeatable; all three by default):
+  dense    FP8 1d2d ``fp8_gemm_nt`` vs cuBLAS blockwise FP8 (``torch.nn.functional.scaled_mm`` with
+           BlockWise1x128 × BlockWise128x128 scales, the same recipe). cuBLAS refuses N % 128 != 0;
+           those rows compare against per-tensor ``torch._scaled_mm`` instead ("per-tensor*": a coarser,
+           faster recipe, timed on the same FP8 bytes with unit scales; its output is not checked).
+  grouped  ``m_grouped_fp8_gemm_nt_contiguous`` / ``_masked`` vs cuBLAS blockwise called once per group
+           ("cuBLAS×G") and vs ``torch._scaled_grouped_mm`` with per-row scales ("rowwise-grp*": one
+           launch, a coarser recipe, unit scales, output not checked).
+  bf16     ``bf16_gemm_nt`` vs ``torch.mm``; ``m_grouped_bf16_gemm_nt_contiguous`` / ``_masked`` vs
+           ``torch._grouped_mm``.
+
+Timing: CUDA events around the whole call (the Python wrapper included), 256 MB L2 flush before each
+timed call (``hopperkit.testing.bench``), median. Ratio = baseline time / hopperkit time (> 1: hopperkit
+faster); geomeans over the M = 4096 rows and over all rows.
+
+Counts: FLOPs = 2·M·N·K (grouped: M = Σ rows). Bytes: every tensor the call reads or writes, once:
+A, B, both scale tensors (logical sizes) and D (BF16); m_indices for the contiguous layout; masked
+rows only for the masked layout (DeepGEMM's convention). ``diff`` = ``calc_diff`` of hopperkit's output
+vs the product of the unquantized BF16 inputs (must be < 1e-3 for FP8, < 1e-5 for BF16; the run exits
+1 if one is not, or if an output holds NaN after a NaN-poisoned start).
+
+While an op runs its PyTorch reference (no kernel yet: the header says so) the reference is timed
+with fewer iterations, and shapes whose reference call is estimated to take longer than a cap show
+"—", so that --quick stays under about a minute and the full run under about five on an H200.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+import warnings
+from typing import Callable, Optional, Sequence
+
+import torch
+
+import hopperkit
+from hopperkit import _ops
+from hopperkit.testing import bench, calc_diff, poison_
+
+SECTIONS = ("dense", "grouped", "bf16")
+
+DENSE_MS = (1, 7, 64, 128, 4096)
+DENSE_NK = ((2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))
+QUICK_MS = (64, 4096)
+QUICK_NK = ((7168, 16384), (2112, 7168), (24576, 1536))
+
+GROUPED_NK = ((4096, 7168), (7168, 2048))
+CONTIG_GM = ((4, 8192), (8, 4096))  # (groups, rows per group)
+MASKED_GM = ((4, 256), (8, 128), (32, 32))  # (groups, masked_m = M_max per group)
+QUICK_CONTIG = (((4, 8192), (7168, 2048)),)
+QUICK_MASKED = (((4, 256), (7168, 2048)), ((8, 128), (4096, 7168)))
+
+BF16_DENSE = ((4096, 7168, 2048), (4096, 4096, 7168), (128, 7168, 2048))  # (M, N, K)
+QUICK_BF16_DENSE = ((4096, 7168, 2048),)
+
+FP8_DIFF_TOL = 1e-3
+BF16_DIFF_TOL = 1e-5
+
+# Assumed H200 rates of the pure-PyTorch reference path (FP32 SIMT matmul, elementwise traffic,
+# per-kernel launch cost), only used to estimate a reference call before running it.
+_REF_FP32_FLOPS = 40e12
+_REF_BYTES_PER_S = 2.5e12
+_REF_LAUNCH_S = 8e-6
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# --------------------------------------------------------------------------------------------------
+# counting (pure Python)
+# --------------------------------------------------------------------------------------------------
+
+
+def fp8_dense_counts(m: int, n: int, k: int) -> tuple[int, int]:
+    """(FLOPs, bytes) of a 1d2d FP8 GEMM: A, B (FP8), SFA [M, ⌈K/128⌉], SFB [⌈N/128⌉, ⌈K/128⌉] (FP32), D (BF16)."""
+    kb = cdiv(k, 128)
+    nbytes = m * k + n * k + 4 * m * kb + 4 * cdiv(n, 128) * kb + 2 * m * n
+    return 2 * m * n * k, nbytes
+
+
+def fp8_contiguous_counts(groups: int, rows: int, n: int, k: int) -> tuple[int, int]:
+    """(FLOPs, bytes) of the m-grouped contiguous FP8 GEMM with ``rows`` rows per group (no padding)."""
+    m_sum, kb = groups * rows, cdiv(k, 128)
+    nbytes = (m_sum * k + groups * n * k + 4 * m_sum * kb + 4 * groups * cdiv(n, 128) * kb
+              + 2 * m_sum * n + 4 * m_sum)
+    return 2 * m_sum * n * k, nbytes
+
+
+def fp8_masked_counts(groups: int, m: int, n: int, k: int) -> tuple[int, int]:
+    """(FLOPs, bytes) of the masked FP8 GEMM with ``m`` valid rows in every group (bytes of valid rows)."""
+    kb = cdiv(k, 128)
+    nbytes = groups * (m * k + 4 * m * kb + n * k + 4 * cdiv(n, 128) * kb + 2 * m * n) + 4 * groups
+    return 2 * groups * m * n * k, nbytes
+
+
+def bf16_counts(m: int, n: int, k: int, groups: int = 1) -> tuple[int, int]:
+    """(FLOPs, bytes) of a BF16 GEMM over ``m`` rows in total and ``groups`` weight matrices [N, K]."""
+    return 2 * m * n * k, 2 * (m * k + groups * n * k + m * n)
+
+
+def reference_seconds(rows: int, n: int, k: int, evaluations: int = 1, two_level: bool = True) -> float:
+    """Estimated time of one reference-path call computing [rows, K] × [N, K]ᵀ ``evaluations`` times.
+
+    The FP8 reference loops over K blocks, each an FP32 matmul plus ~10 passes over an FP32 [rows, N]
+    tensor (scale, product, accumulate, and the selects of the grouped versions); the BF16 reference
+    is one FP32 matmul. The m-grouped contiguous references evaluate every group over all rows.
+    """
+    kb = cdiv(k, 128) if two_level else 1
+    flops = 2 * rows * n * k
+    traffic = kb * (10 if two_level else 2) * 4 * rows * n + 3 * 4 * (rows + n) * k
+    launches = 6 * kb + 10
+    return evaluations * (flops / _REF_FP32_FLOPS + traffic / _REF_BYTES_PER_S + launches * _REF_LAUNCH_S)
+
+
+def geomean(values: Sequence[Optional[float]]) -> Optional[float]:
+    xs = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    return math.exp(sum(math.log(v) for v in xs) / len(xs)) if xs else None
+
+
+def tflops(flops: int, us: Optional[float]) -> Optional[float]:
+    return None if us is None else flops / us / 1e6
+
+
+def gbs(nbytes: int, us: Optional[float]) -> Optional[float]:
+    return None if us is None else nbytes / us / 1e3
+
+
+def ratio(base_us: Optional[float], hk_us: Optional[float]) -> Optional[float]:
+    return None if base_us is None or hk_us is None else base_us / hk_us
+
+
+# --------------------------------------------------------------------------------------------------
+# cuBLAS scale layouts (pure tensor code, runs on CPU too)
+# --------------------------------------------------------------------------------------------------
+
+
+def cublas_sfa(sfa: torch.Tensor) -> torch.Tensor:
+    """1×128 scales [M, ⌈K/128⌉] as cuBLAS blockwise wants them: column-major with stride exactly M
+    (strides (1, M)); hopperkit's TMA-aligned layout pads M to a multiple of 4, which torch refuses.
+    Built with explicit strides: ``.t().contiguous().t()`` keeps strides (⌈K/128⌉, 1) when M == 1."""
+    m, kb = sfa.shape
+    out = torch.empty_strided((m, kb), (1, max(m, 1)), dtype=sfa.dtype, device=sfa.device)
+    return out.copy_(sfa)
+
+
+def cublas_sfb(sfb: torch.Tensor) -> torch.Tensor:
+    """128×128 scales [⌈N/128⌉, ⌈K/128⌉] → the [L4, ⌈N/128⌉] view with strides (1, L4) that
+    torch 2.11 checks for BlockWise128x128 on mat_b, L4 = ⌈K/128⌉ rounded up to a multiple of 4
+    (zero padding; a plain ``sfb.t()`` when ⌈K/128⌉ % 4 == 0, as for every shape benchmarked here)."""
+    nb, kb = sfb.shape[-2], sfb.shape[-1]
+    l4 = cdiv(kb, 4) * 4
+    padded = sfb.new_zeros(*sfb.shape[:-2], nb, l4)
+    padded[..., :kb] = sfb
+    return padded.transpose(-1, -2)
+
+
+def cublas_blockwise(a_fp8: torch.Tensor, sa: torch.Tensor, b_fp8: torch.Tensor, sb: torch.Tensor) -> torch.Tensor:
+    """cuBLAS blockwise FP8 GEMM A·Bᵀ, BF16 out: ``sa`` from :func:`cublas_sfa`, ``sb`` from :func:`cublas_sfb`."""
+    F = torch.nn.functional
+    return F.scaled_mm(a_fp8, b_fp8.t(), sa, F.ScalingType.BlockWise1x128, sb, F.ScalingType.BlockWise128x128,
+                       output_dtype=torch.bfloat16)
+
+
+def _short(e: BaseException) -> str:
+    return f"{type(e).__name__}: {str(e).strip().splitlines()[0][:160] if str(e).strip() else ''}"
+
+
+def _try(fn: Callable[[], object]) -> tuple[Optional[object], Optional[str]]:
+    """Run ``fn`` once; (result, None) or (None, why it failed)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = fn()
+        torch.cuda.synchronize()
+        return out, None
+    except Exception as e:  # noqa: BLE001  (a refused baseline is reported, not fatal)
+        return None, _short(e)
+
+
+# --------------------------------------------------------------------------------------------------
+# timing
+# --------------------------------------------------------------------------------------------------
+
+
+class Timer:
+    """Times hopperkit calls (kernel or reference path) and baselines with one policy per run."""
+
+    def __init__(self, quick: bool):
+        self.quick = quick
+        self.iters = 20 if quick else 30
+        self.ref_cap_s = 1.0 if quick else 3.0  # skip a reference call estimated above this
+        self.ref_budget_s = 0.5 if quick else 2.0  # time spent per reference-path shape
+
+    def baseline(self, fn: Callable[[], object]) -> float:
+        return bench(fn, warmup=5, iters=self.iters)["median_us"]
+
+    def hopperkit(self, fn: Callable[[], object], kernel: bool, est_s: float) -> tuple[Optional[float], int]:
+        """(median µs or None when skipped, iterations)."""
+        if kernel:
+            return bench(fn, warmup=5, iters=self.iters)["median_us"], self.iters
+        if est_s > self.ref_cap_s:
+            return None, 0
+        iters = max(3, min(10, int(self.ref_budget_s / max(est_s, 1e-6))))
+        return bench(fn, warmup=1, iters=iters)["median_us"], iters
+
+    def skip_reference(self, kernel: bool, est_s: float) -> bool:
+        return not kernel and est_s > self.ref_cap_s
+
+
+def _check_output(d: torch.Tensor, ref: torch.Tensor) -> tuple[float, bool]:
+    """(calc_diff vs ref, whether d holds NaN)."""
+    return calc_diff(d, ref), bool(torch.isnan(d).any())
+
+
+def _progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# sections
+# --------------------------------------------------------------------------------------------------
+
+
+def _measure_hopperkit(timer: Timer, kernel: bool, est: float, call: Callable[[], None], d: torch.Tensor,
+                       ref: torch.Tensor, flops: int, nbytes: int) -> dict:
+    """Check one call (NaN-poisoned D, diff vs ref), then time it: the hopperkit fields of a row."""
+    diff, has_nan = None, None
+    if not timer.skip_reference(kernel, est):
+        poison_(d)
+        call()
+        diff, has_nan = _check_output(d, ref)
+    hk_us, hk_iters = timer.hopperkit(call, kernel, est)
+    return {"flops": flops, "bytes": nbytes, "hk_us": hk_us, "hk_tflops": tflops(flops, hk_us),
+            "hk_gbs": gbs(nbytes, hk_us), "hk_iters": hk_iters, "diff": diff, "nan": has_nan,
+            "reference_estimate_s": est}
+
+
+def _dense_case(dev: torch.device, timer: Timer, kernel: bool, m: int, b: torch.Tensor,
+                b_fp8: torch.Tensor, sfb: torch.Tensor, sb: torch.Tensor) -> dict:
+    n, k = b.shape
+    a = torch.randn(m, k, dtype=torch.bfloat16, device=dev)
+    a_fp8, sfa = hopperkit.per_token_cast_to_fp8(a)
+    sa = cublas_sfa(sfa)
+    ref = (a.float() @ b.float().t()).to(torch.bfloat16)
+    d = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
+    flops, nbytes = fp8_dense_counts(m, n, k)
+
+    def call():
+        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d)
+
+    row = {"m": m, "n": n, "k": k}
+    row.update(_measure_hopperkit(timer, kernel, reference_seconds(m, n, k), call, d, ref, flops, nbytes))
+
+    def blockwise():
+        return cublas_blockwise(a_fp8, sa, b_fp8, sb)
+
+    one = torch.ones((), dtype=torch.float32, device=dev)
+
+    def per_tensor():
+        return torch._scaled_mm(a_fp8, b_fp8.t(), one, one, out_dtype=torch.bfloat16)
+
+    out, refused = _try(blockwise)
+    if out is not None:
+        kind, base_diff, base_us = "blockwise", calc_diff(out, ref), timer.baseline(blockwise)
+    else:
+        kind, base_diff, base_us = "per-tensor*", None, None
+        _, pt_refused = _try(per_tensor)
+        if pt_refused is None:
+            base_us = timer.baseline(per_tensor)
+        else:
+            kind, refused = "refused", f"{refused}; per-tensor: {pt_refused}"
+    row.update({"baseline": kind, "baseline_us": base_us, "baseline_tflops": tflops(flops, base_us),
+                "baseline_gbs": gbs(nbytes, base_us), "baseline_diff": base_diff, "blockwise_refused": refused,
+                "ratio": ratio(base_us, row["hk_us"])})
+    return row
+
+
+def run_dense(dev: torch.device, timer: Timer) -> list[dict]:
+    kernel = _ops.use_kernel("fp8_gemm_nt", dev)
+    rows = []
+    for pair_index, (n, k) in enumerate(QUICK_NK if timer.quick else DENSE_NK):
+        b = torch.randn(n, k, dtype=torch.bfloat16, device=dev)
+        b_fp8, sfb = hopperkit.per_block_cast_to_fp8(b)
+        sb = cublas_sfb(sfb)
+        for m in (QUICK_MS if timer.quick else DENSE_MS):
+            start = time.time()
+            rows.append(dict(_dense_case(dev, timer, kernel, m, b, b_fp8, sfb, sb), pair_index=pair_index))
+            _progress(f"[dense] M={m} N={n} K={k}: {time.time() - start:.1f} s")
+            torch.cuda.empty_cache()
+    rows.sort(key=lambda r: (r["m"], r["pair_index"]))
+    return rows
+
+
+def _quantize_groups(b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """[G, N, K] bf16 → (FP8 [G, N, K], SFB [G, ⌈N/128⌉, ⌈K/128⌉]), 128×128 blocks per group."""
+    parts = [hopperkit.per_block_cast_to_fp8(b[g]) for g in range(b.shape[0])]
+    return torch.stack([p[0] for p in parts]), torch.stack([p[1] for p in parts])
+
+
+def _quantize_rows(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """[..., M, K] bf16 → (FP8, SFA [..., M, ⌈K/128⌉] in the MN-major TMA-aligned layout the kernels read)."""
+    k = a.shape[-1]
+    a_fp8, sfa = hopperkit.per_token_cast_to_fp8(a.reshape(-1, k))
+    sfa = sfa.contiguous().view(*a.shape[:-1], sfa.shape[-1])
+    return a_fp8.view(a.shape), hopperkit.get_mn_major_tma_aligned_tensor(sfa)
+
+
+def _grouped_cases(quick: bool) -> list[tuple[str, int, int, int, int]]:
+    """(layout, G, rows per group, N, K) of the grouped sections."""
+    if quick:
+        return ([("contiguous", g, r, n, k) for (g, r), (n, k) in QUICK_CONTIG]
+                + [("masked", g, m, n, k) for (g, m), (n, k) in QUICK_MASKED])
+    return ([("contiguous", g, r, n, k) for g, r in CONTIG_GM for n, k in GROUPED_NK]
+            + [("masked", g, m, n, k) for g, m in MASKED_GM for n, k in GROUPED_NK])
+
+
+def _fp8_grouped_case(dev: torch.device, timer: Timer, layout: str, g: int, m: int, n: int, k: int) -> dict:
+    kernel = _ops.use_kernel(f"m_grouped_fp8_gemm_nt_{layout}", dev)
+    b = torch.randn(g, n, k, dtype=torch.bfloat16, device=dev)
+    b_fp8, sfb = _quantize_groups(b)
+    sb = cublas_sfb(sfb)
+    ones_b = torch.ones(g, n, dtype=torch.float32, device=dev)
+    if layout == "contiguous":
+        a = torch.randn(g * m, k, dtype=torch.bfloat16, device=dev)
+        a_fp8, sfa = _quantize_rows(a)
+        m_indices = torch.arange(g, dtype=torch.int32, device=dev).repeat_interleave(m)
+        offs = torch.arange(1, g + 1, dtype=torch.int32, device=dev) * m
+        d = torch.empty(g * m, n, dtype=torch.bfloat16, device=dev)
+        ref = torch.cat([a[i * m:(i + 1) * m].float() @ b[i].float().t() for i in range(g)]).to(torch.bfloat16)
+        flops, nbytes = fp8_contiguous_counts(g, m, n, k)
+        est = reference_seconds(g * m, n, k, evaluations=g)
+        a_g = [a_fp8[i * m:(i + 1) * m] for i in range(g)]
+        sa_g = [cublas_sfa(sfa[i * m:(i + 1) * m]) for i in range(g)]
+        ones_a = torch.ones(g * m, dtype=torch.float32, device=dev)
+
+        def call():
+            hopperkit.m_grouped_fp8_gemm_nt_contiguous((a_fp8, sfa), (b_fp8, sfb), d, m_indices)
+
+        def rowwise_grouped():
+            return torch._scaled_grouped_mm(a_fp8, b_fp8.transpose(1, 2), ones_a, ones_b, offs=offs,
+                                            out_dtype=torch.bfloat16)
+    else:
+        a = torch.randn(g, m, k, dtype=torch.bfloat16, device=dev)
+        a_fp8, sfa = _quantize_rows(a)
+        masked_m = torch.full((g,), m, dtype=torch.int32, device=dev)
+        d = torch.empty(g, m, n, dtype=torch.bfloat16, device=dev)
+        ref = torch.bmm(a.float(), b.float().transpose(1, 2)).to(torch.bfloat16)
+        flops, nbytes = fp8_masked_counts(g, m, n, k)
+        est = reference_seconds(g * m, n, k)
+        a_g = [a_fp8[i] for i in range(g)]
+        sa_g = [cublas_sfa(sfa[i]) for i in range(g)]
+        ones_a = torch.ones(g, m, dtype=torch.float32, device=dev)
+
+        def call():
+            hopperkit.m_grouped_fp8_gemm_nt_masked((a_fp8, sfa), (b_fp8, sfb), d, masked_m, m)
+
+        def rowwise_grouped():
+            return torch._scaled_grouped_mm(a_fp8, b_fp8.transpose(1, 2), ones_a, ones_b, out_dtype=torch.bfloat16)
+
+    def cublas_loop():
+        return [cublas_blockwise(a_g[i], sa_g[i], b_fp8[i], sb[i]) for i in range(g)]
+
+    row = {"layout": layout, "groups": g, "m_per_group": m, "n": n, "k": k}
+    row.update(_measure_hopperkit(timer, kernel, est, call, d, ref, flops, nbytes))
+    loop_out, loop_refused = _try(cublas_loop)
+    loop_us = loop_diff = None
+    if loop_out is not None:
+        loop_diff = calc_diff(torch.cat(loop_out).view(ref.shape), ref)
+        loop_us = timer.baseline(cublas_loop)
+    _, rw_refused = _try(rowwise_grouped)
+    rw_us = timer.baseline(rowwise_grouped) if rw_refused is None else None
+    row.update({
+        "cublas_loop_us": loop_us, "cublas_loop_tflops": tflops(flops, loop_us), "cublas_loop_diff": loop_diff,
+        "cublas_loop_refused": loop_refused, "ratio_cublas_loop": ratio(loop_us, row["hk_us"]),
+        "rowwise_grouped_us": rw_us, "rowwise_grouped_tflops": tflops(flops, rw_us),
+        "rowwise_grouped_refused": rw_refused, "ratio_rowwise_grouped": ratio(rw_us, row["hk_us"]),
+    })
+    return row
+
+
+def run_grouped(dev: torch.device, timer: Timer) -> list[dict]:
+    rows = []
+    for layout, g, m, n, k in _grouped_cases(timer.quick):
+        start = time.time()
+        rows.append(_fp8_grouped_case(dev, timer, layout, g, m, n, k))
+        _progress(f"[grouped] {layout} G={g} m={m} N={n} K={k}: {time.time() - start:.1f} s")
+        torch.cuda.empty_cache()
+    return rows
+
+
+def _bf16_dense_case(dev: torch.device, timer: Timer, m: int, n: int, k: int) -> dict:
+    kernel = _ops.use_kernel("bf16_gemm_nt", dev)
+    a = torch.randn(m, k, dtype=torch.bfloat16, device=dev)
+    b = torch.randn(n, k, dtype=torch.bfloat16, device=dev)
+    d = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
+    d_base = torch.empty_like(d)
+    flops, nbytes = bf16_counts(m, n, k)
+
+    def call():
+        hopperkit.bf16_gemm_nt(a, b, d)
+
+    row = {"layout": "dense", "groups": 1, "m_per_group": m, "n": n, "k": k}
+    row.update(_measure_hopperkit(timer, kernel, reference_seconds(m, n, k, two_level=False), call, d,
+                                  a.float() @ b.float().t(), flops, nbytes))
+    base_us = timer.baseline(lambda: torch.mm(a, b.t(), out=d_base))
+    row.update({"baseline": "torch.mm", "baseline_us": base_us, "baseline_tflops": tflops(flops, base_us),
+                "baseline_gbs": gbs(nbytes, base_us), "ratio": ratio(base_us, row["hk_us"])})
+    return row
+
+
+def _bf16_grouped_case(dev: torch.device, timer: Timer, layout: str, g: int, m: int, n: int, k: int) -> dict:
+    kernel = _ops.use_kernel(f"m_grouped_bf16_gemm_nt_{layout}", dev)
+    grouped_mm = getattr(torch, "_grouped_mm", None)
+    b = torch.randn(g, n, k, dtype=torch.bfloat16, device=dev)
+    if layout == "contiguous":
+        a = torch.randn(g * m, k, dtype=torch.bfloat16, device=dev)
+        m_indices = torch.arange(g, dtype=torch.int32, device=dev).repeat_interleave(m)
+        offs = torch.arange(1, g + 1, dtype=torch.int32, device=dev) * m
+        d = torch.empty(g * m, n, dtype=torch.bfloat16, device=dev)
+        ref = torch.cat([a[i * m:(i + 1) * m].float() @ b[i].float().t() for i in range(g)])
+        est = reference_seconds(g * m, n, k, evaluations=g, two_level=False)
+        base_name = "_grouped_mm" if grouped_mm else "mm×G"
+
+        def call():
+            hopperkit.m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices)
+
+        def baseline():
+            if grouped_mm:
+                return grouped_mm(a, b.transpose(1, 2), offs=offs)
+            return [a[i * m:(i + 1) * m] @ b[i].t() for i in range(g)]
+    else:
+        a = torch.randn(g, m, k, dtype=torch.bfloat16, device=dev)
+        masked_m = torch.full((g,), m, dtype=torch.int32, device=dev)
+        d = torch.empty(g, m, n, dtype=torch.bfloat16, device=dev)
+        ref = torch.bmm(a.float(), b.float().transpose(1, 2))
+        est = reference_seconds(g * m, n, k, two_level=False)
+        base_name = "_grouped_mm" if grouped_mm else "bmm"
+
+        def call():
+            hopperkit.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, m)
+
+        def baseline():
+            return grouped_mm(a, b.transpose(1, 2)) if grouped_mm else torch.bmm(a, b.transpose(1, 2))
+
+    flops, nbytes = bf16_counts(g * m, n, k, groups=g)
+    row = {"layout": layout, "groups": g, "m_per_group": m, "n": n, "k": k}
+    row.update(_measure_hopperkit(timer, kernel, est, call, d, ref, flops, nbytes))
+    _, refused = _try(baseline)
+    base_us = timer.baseline(baseline) if refused is None else None
+    row.update({"baseline": base_name, "baseline_us": base_us, "baseline_tflops": tflops(flops, base_us),
+                "baseline_gbs": gbs(nbytes, base_us), "baseline_refused": refused,
+                "ratio": ratio(base_us, row["hk_us"])})
+    return row
+
+
+def run_bf16(dev: torch.device, timer: Timer) -> list[dict]:
+    rows = []
+    for m, n, k in (QUICK_BF16_DENSE if timer.quick else BF16_DENSE):
+        start = time.time()
+        rows.append(_bf16_dense_case(dev, timer, m, n, k))
+        _progress(f"[bf16] dense M={m} N={n} K={k}: {time.time() - start:.1f} s")
+    cases = _grouped_cases(timer.quick)
+    if timer.quick:  # one contiguous and one masked case
+        cases = [c for c in cases if c[0] == "contiguous"][:1] + [c for c in cases if c[0] == "masked"][-1:]
+    for layout, g, m, n, k in cases:
+        start = time.time()
+        rows.append(_bf16_grouped_case(dev, timer, layout, g, m, n, k))
+        _progress(f"[bf16] {layout} G={g} m={m} N={n} K={k}: {time.time() - start:.1f} s")
+        torch.cuda.empty_cache()
+    return rows
+
+
+# --------------------------------------------------------------------------------------------------
+# tables
+# --------------------------------------------------------------------------------------------------
+
+
+def fmt(value: object, spec: str, width: int) -> str:
+    if value is None:
+        return f"{'—':>{width}}"
+    if isinstance(value, str):
+        return f"{value:>{width}}"
+    return f"{value:>{width}{spec}}"
+
+
+# (header, key, format spec, width); a "|" entry is a separator
+Column = tuple[str, str, str, int]
+
+DENSE_COLUMNS: list = [
+    ("M", "m", "d", 5), ("N", "n", "d", 6), ("K", "k", "d", 6), "|",
+    ("hk µs", "hk_us", ".1f", 9), ("TFLOPS", "hk_tflops", ".0f", 7), ("GB/s", "hk_gbs", ".0f", 6),
+    ("diff", "diff", ".1e", 8), "|",
+    ("cuBLAS", "baseline", "", 11), ("µs", "baseline_us", ".1f", 9), ("TFLOPS", "baseline_tflops", ".0f", 7),
+    ("diff", "baseline_diff", ".1e", 8), "|", ("hk/cuBLAS", "ratio", ".2f", 9),
+]
+GROUPED_COLUMNS: list = [
+    ("layout", "layout", "", 10), ("G", "groups", "d", 3), ("m/grp", "m_per_group", "d", 5), ("N", "n", "d", 5),
+    ("K", "k", "d", 5), "|",
+    ("hk µs", "hk_us", ".1f", 9), ("TFLOPS", "hk_tflops", ".0f", 7), ("GB/s", "hk_gbs", ".0f", 6),
+    ("diff", "diff", ".1e", 8), "|",
+    ("cuBLAS×G µs", "cublas_loop_us", ".1f", 11), ("TFLOPS", "cublas_loop_tflops", ".0f", 7),
+    ("ratio", "ratio_cublas_loop", ".2f", 6), "|",
+    ("rowwise-grp* µs", "rowwise_grouped_us", ".1f", 15), ("ratio", "ratio_rowwise_grouped", ".2f", 6),
+]
+BF16_COLUMNS: list = [
+    ("layout", "layout", "", 10), ("G", "groups", "d", 3), ("m/grp", "m_per_group", "d", 5), ("N", "n", "d", 5),
+    ("K", "k", "d", 5), "|",
+    ("hk µs", "hk_us", ".1f", 9), ("TFLOPS", "hk_tflops", ".0f", 7), ("GB/s", "hk_gbs", ".0f", 6),
+    ("diff", "diff", ".1e", 8), "|",
+    ("baseline", "baseline", "", 11), ("µs", "baseline_us", ".1f", 9), ("TFLOPS", "baseline_tflops", ".0f", 7), "|",
+    ("ratio", "ratio", ".2f", 6),
+]
+
+
+def table_header(columns: list) -> str:
+    return " ".join("|" if c == "|" else f"{c[0]:>{c[3]}}" for c in columns)
+
+
+def table_row(columns: list, row: dict) -> str:
+    return " ".join("|" if c == "|" else fmt(row.get(c[1]), c[2], c[3]) for c in columns)
+
+
+def print_table(title: str, columns: list, rows: list[dict]) -> None:
+    header = table_header(columns)
+    print(f"\n{title}")
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(table_row(columns, r))
+
+
+def dense_geomeans(rows: list[dict]) -> dict:
+    big = [r for r in rows if r["m"] == 4096]
+    blockwise = [r for r in rows if r["baseline"] == "blockwise"]
+    return {
+        "blockwise_m4096": geomean([r["ratio"] for r in big if r["baseline"] == "blockwise"]),
+        "blockwise_all": geomean([r["ratio"] for r in blockwise]),
+        "any_baseline_m4096": geomean([r["ratio"] for r in big]),
+        "any_baseline_all": geomean([r["ratio"] for r in rows]),
+        "blockwise_m4096_rows": sum(1 for r in big if r["baseline"] == "blockwise" and r["ratio"]),
+        "blockwise_all_rows": sum(1 for r in blockwise if r["ratio"]),
+    }
+
+
+def accuracy_failures(section: str, rows: list[dict], tol: float) -> list[str]:
+    bad = []
+    for r in rows:
+        shape = " ".join(f"{key}={r[key]}" for key in ("layout", "groups", "m", "m_per_group", "n", "k") if key in r)
+        if r.get("nan"):
+            bad.append(f"{section} {shape}: NaN in the output")
+        elif r.get("diff") is not None and not r["diff"] < tol:
+            bad.append(f"{section} {shape}: diff {r['diff']:.2e} >= {tol:g}")
+    return bad
+
+
+# --------------------------------------------------------------------------------------------------
+# main
+# --------------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="a few representative shapes per section (< ~1 min)")
+    ap.add_argument("--json", help="write every number here")
+    ap.add_argument("--only", action="append", choices=SECTIONS,
+                    help="run only this section (repeatable); default: all")
+    args = ap.parse_args(argv)
+    args.sections = tuple(s for s in SECTIONS if s in (args.only or SECTIONS))
+    return args
+
+
+def _path(op: str, dev: torch.device) -> str:
+    return "kernel" if _ops.use_kernel(op, dev) else "reference"
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench_gemm: needs a CUDA device", file=sys.stderr)
+        return 2
+    dev = torch.device("cuda", torch.cuda.current_device())
+    props = torch.cuda.get_device_properties(dev)
+    torch.manual_seed(0)
+    timer = Timer(args.quick)
+    ops = {
+        "dense": ["fp8_gemm_nt"],
+        "grouped": ["m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked"],
+        "bf16": ["bf16_gemm_nt", "m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nt_masked"],
+    }
+    paths = {op: _path(op, dev) for s in args.sections for op in ops[s]}
+    refs = [op for op, p in paths.items() if p == "reference"]
+    print(f"{props.name}, {props.multi_processor_count} SMs; torch {torch.__version__}; paths: "
+          + ", ".join(f"{op}: {p}" for op, p in paths.items()))
+    if refs:
+        print(f"reference path (no kernel yet) for {', '.join(refs)}: timed with 3-10 iterations; shapes whose "
+              f"reference call is estimated above {timer.ref_cap_s:g} s show —")
+
+    started = time.time()
+    results: dict = {"device": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
+                     "cuda": torch.version.cuda, "quick": args.quick, "sections": list(args.sections),
+                     "paths": paths}
+    failures: list[str] = []
+    if "dense" in args.sections:
+        results["dense"] = run_dense(dev, timer)
+        results["dense_geomean"] = dense_geomeans(results["dense"])
+        failures += accuracy_failures("dense", results["dense"], FP8_DIFF_TOL)
+    if "grouped" in args.sections:
+        results["grouped"] = run_grouped(dev, timer)
+        failures += accuracy_failures("grouped", results["grouped"], FP8_DIFF_TOL)
+    if "bf16" in args.sections:
+        results["bf16"] = run_bf16(dev, timer)
+        failures += accuracy_failures("bf16", results["bf16"], BF16_DIFF_TOL)
+    results["wall_s"] = time.time() - started
+
+    if "dense" in results:
+        print_table(f"FP8 1d2d fp8_gemm_nt ({paths['fp8_gemm_nt']}) vs cuBLAS; diff vs the BF16 product of the "
+                    "unquantized inputs", DENSE_COLUMNS, results["dense"])
+        gm = results["dense_geomean"]
+        print(f"geomean hopperkit/cuBLAS blockwise: M=4096 {fmt(gm['blockwise_m4096'], '.2f', 0)} "
+              f"({gm['blockwise_m4096_rows']} shapes), all {fmt(gm['blockwise_all'], '.2f', 0)} "
+              f"({gm['blockwise_all_rows']} shapes); counting per-tensor* rows too: M=4096 "
+              f"{fmt(gm['any_baseline_m4096'], '.2f', 0)}, all {fmt(gm['any_baseline_all'], '.2f', 0)}")
+        print("* cuBLAS blockwise refused the shape (expected for N % 128 != 0; the error is in the JSON's "
+              "blockwise_refused): per-tensor FP8 torch._scaled_mm on the same bytes, a coarser and faster recipe")
+    if "grouped" in results:
+        print_table("m-grouped FP8 (masked: masked_m = M_max = m/grp in every group); cuBLAS×G = blockwise "
+                    "scaled_mm once per group", GROUPED_COLUMNS, results["grouped"])
+        print("* torch._scaled_grouped_mm with per-row scales (unit scales, output not checked): one launch, a "
+              "coarser recipe")
+    if "bf16" in results:
+        print_table("BF16 GEMMs", BF16_COLUMNS, results["bf16"])
+    print(f"\nwall time {results['wall_s']:.0f} s")
+    for line in failures:
+        print(f"ACCURACY FAILURE: {line}")
+    results["accuracy_failures"] = failures
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,267 @@
+"""GPU tests of the dense FP8 GEMM ``fp8_gemm_nt`` (issue 4), run on an SM90 device.
+
+Every case draws fresh seeded BF16 inputs (randn with a random magnitude per scale block, so that a
+wrongly indexed scale shows), quantizes them with hopperkit's casts (A 1×128, B 128×128,
+or 1×128 for the 1d1d recipe), poisons D with NaN, calls the op and checks:
+- no NaN left in D (every element written);
+- ``calc_diff(D, product of the unquantized inputs) < 1e-3`` (DeepGEMM's FP8 bound, quantization
+  error included);
+- ``calc_diff(D, hopperkit.reference.gemm.fp8_gemm_nt on the same FP8 operands) < 1e-5`` (the kernel
+  implements the reference's two-level accumulation; only summation order and the final rounding differ).
+
+The matrix is DeepGEMM's dense list, M ∈ {1, 7, 64, 128, 4096} × seven (N, K), in full (no case takes
+more than a fraction of a second, on the kernel or on the reference path); then the 1d1d recipe with
+accumulation, empty and awkward shapes, scales and D in other layouts (bitwise the same result), and
+bitwise repeatability. Where ``fp8_gemm_nt`` has no kernel yet these tests exercise the reference path
+on the GPU.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+
+import pytest
+import torch
+
+import hopperkit
+from hopperkit.reference import gemm as ref_gemm
+from hopperkit.testing import calc_diff, poison_
+
+pytestmark = pytest.mark.gpu
+
+FP8 = torch.float8_e4m3fn
+RECIPE_1D1D = (1, 1, 128)
+
+MS = (1, 7, 64, 128, 4096)
+NKS = ((2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))
+
+QUANT_TOL = 1e-3  # vs the product of the unquantized inputs
+REF_TOL = 1e-5  # vs hopperkit.reference on the same quantized operands
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _gen(device: torch.device, *key: object) -> torch.Generator:
+    """A CUDA generator seeded from the case (crc32, so the seed is the same in every process)."""
+    return torch.Generator(device=device).manual_seed(zlib.crc32(repr(key).encode()))
+
+
+def _randn(gen: torch.Generator, *shape: int, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+    return torch.randn(*shape, generator=gen, device=gen.device, dtype=dtype)
+
+
+def _operand(gen: torch.Generator, rows: int, cols: int, block_rows: int) -> torch.Tensor:
+    """BF16 randn [rows, cols] with each scale block (``block_rows`` × 128) multiplied by exp(0.5·z).
+
+    With plain randn every block's amax, hence every scale, is within a few percent of the others, and
+    a kernel that applies the wrong block's scale stays within 1e-5 of the reference (measured: a
+    swapped SFB block row moved calc_diff by 3e-7). The spread makes such a bug cost > 1e-2, and leaves
+    the quantization error (calc_diff ≈ 6.8e-4 vs the unquantized product) as it is for plain randn.
+    """
+    factor = torch.exp(0.5 * torch.randn(cdiv(rows, block_rows), cdiv(cols, 128), generator=gen, device=gen.device))
+    factor = factor.repeat_interleave(block_rows, 0)[:rows].repeat_interleave(128, 1)[:, :cols]
+    return (torch.randn(rows, cols, generator=gen, device=gen.device) * factor).to(torch.bfloat16)
+
+
+def _inputs_1d2d(device, m, n, k, *key):
+    gen = _gen(device, "1d2d", m, n, k, *key)
+    a, b = _operand(gen, m, k, 1), _operand(gen, n, k, 128)
+    return a, b, hopperkit.per_token_cast_to_fp8(a), hopperkit.per_block_cast_to_fp8(b)
+
+
+def _check(name: str, d: torch.Tensor, unquantized: torch.Tensor, reference: torch.Tensor) -> None:
+    assert not torch.isnan(d).any(), f"{name}: NaN left in D ({int(torch.isnan(d).sum())} elements unwritten?)"
+    diff = calc_diff(d, unquantized)
+    assert diff < QUANT_TOL, f"{name}: calc_diff vs the unquantized product {diff:.3g} >= {QUANT_TOL:g}"
+    diff = calc_diff(d, reference)
+    assert diff < REF_TOL, f"{name}: calc_diff vs hopperkit.reference {diff:.3g} >= {REF_TOL:g}"
+
+
+def _run_1d2d(device, m, n, k, *key):
+    a, b, (a_fp8, sfa), (b_fp8, sfb) = _inputs_1d2d(device, m, n, k, *key)
+    d = poison_(torch.empty(m, n, dtype=torch.bfloat16, device=device))
+    hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d)
+    unquantized = a.float() @ b.float().t()
+    reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, out_dtype=torch.float32)
+    _check(f"1d2d M={m} N={n} K={k}", d, unquantized, reference)
+
+
+# --------------------------------------------------------------------------------------------------
+# the dense matrix (1d2d: BF16 D, 128×128 SFB)
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n,k", NKS, ids=[f"N{n}-K{k}" for n, k in NKS])
+@pytest.mark.parametrize("m", MS, ids=[f"M{m}" for m in MS])
+def test_1d2d_matrix(cuda, m, n, k):
+    _run_1d2d(cuda, m, n, k)
+
+
+# M not a multiple of the tile (100, 4097), N not a multiple of 128 (200; N % 8 == 0 as TMA needs for
+# BF16 rows), K not a multiple of 128 (320: a 64-wide last K block), and their combinations.
+ODD_SHAPES = (
+    (100, 2112, 7168), (100, 7168, 2048), (4097, 4096, 7168), (4097, 2112, 7168),
+    (1, 200, 7168), (128, 200, 7168), (4097, 200, 2048),
+    (64, 7168, 320), (7, 2112, 320), (4097, 576, 320), (100, 200, 320), (1, 200, 320),
+)
+
+
+@pytest.mark.parametrize("m,n,k", ODD_SHAPES, ids=[f"M{m}-N{n}-K{k}" for m, n, k in ODD_SHAPES])
+def test_1d2d_odd_shapes(cuda, m, n, k):
+    _run_1d2d(cuda, m, n, k)
+
+
+# --------------------------------------------------------------------------------------------------
+# 1d1d: FP32 D = C + A·Bᵀ, 1×128 scales on both operands
+# --------------------------------------------------------------------------------------------------
+
+SHAPES_1D1D = ((128, 2112, 7168), (4096, 7168, 2048), (7, 576, 320), (100, 200, 512), (4097, 4096, 1536))
+
+
+@pytest.mark.parametrize("in_place", [True, False], ids=["c_is_d", "c_separate"])
+@pytest.mark.parametrize("m,n,k", SHAPES_1D1D, ids=[f"M{m}-N{n}-K{k}" for m, n, k in SHAPES_1D1D])
+def test_1d1d_accumulate(cuda, m, n, k, in_place):
+    gen = _gen(cuda, "1d1d", m, n, k, in_place)
+    a, b = _operand(gen, m, k, 1), _operand(gen, n, k, 1)
+    c0 = _randn(gen, m, n, dtype=torch.float32) * 32
+    a_fp8, sfa = hopperkit.per_token_cast_to_fp8(a)
+    b_fp8, sfb = hopperkit.per_token_cast_to_fp8(b)
+    if in_place:
+        d = c0.clone()
+        c = d
+    else:
+        c = c0.clone()
+        d = poison_(torch.empty(m, n, dtype=torch.float32, device=cuda))
+    hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d, c=c, recipe=RECIPE_1D1D)
+    if not in_place:
+        assert torch.equal(c, c0), "1d1d: C was modified (it is read only when it is not D)"
+    unquantized = c0 + a.float() @ b.float().t()
+    reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, c0, recipe=RECIPE_1D1D)
+    _check(f"1d1d M={m} N={n} K={k}", d, unquantized, reference)
+
+
+# --------------------------------------------------------------------------------------------------
+# empty problems: no launch, nothing written
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("recipe", ["1d2d", "1d1d"])
+@pytest.mark.parametrize("m,n", [(0, 2112), (0, 200), (64, 0)], ids=["M0", "M0-N200", "N0"])
+def test_empty_is_noop(cuda, m, n, recipe):
+    k = 7168
+    kb = cdiv(k, 128)
+    gen = _gen(cuda, "empty", m, n, recipe)
+    a_fp8 = _randn(gen, m, k).to(FP8)
+    b_fp8 = _randn(gen, n, k).to(FP8)
+    sfa = torch.rand(m, kb, generator=gen, device=cuda) + 0.5
+    dtype = torch.bfloat16 if recipe == "1d2d" else torch.float32
+    sfb_rows = cdiv(n, 128) if recipe == "1d2d" else n
+    sfb = torch.rand(sfb_rows, kb, generator=gen, device=cuda) + 0.5
+    # D is an empty view into a poisoned buffer: any write through its pointer would show up there.
+    buf = poison_(torch.empty(max(m, 4), max(n, 8), dtype=dtype, device=cuda))
+    d = buf[:m, :n]
+    if recipe == "1d2d":
+        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d)
+    else:
+        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d, c=d, recipe=RECIPE_1D1D)
+    torch.cuda.synchronize()
+    assert torch.isnan(buf).all(), "an empty GEMM wrote into D's storage"
+
+
+# --------------------------------------------------------------------------------------------------
+# layouts: scales and D in strides other than the TMA-aligned ones give bitwise the same D
+# --------------------------------------------------------------------------------------------------
+
+
+def _nan_padded(t: torch.Tensor, extra_cols: int) -> torch.Tensor:
+    """``t`` as a K-major view into a wider NaN-filled buffer (reading past a row shows up as NaN)."""
+    buf = torch.full((t.shape[0], t.shape[1] + extra_cols), math.nan, dtype=t.dtype, device=t.device)
+    buf[:, : t.shape[1]] = t
+    return buf[:, : t.shape[1]]
+
+
+def _mn_major_exact(t: torch.Tensor) -> torch.Tensor:
+    """MN-major with column stride exactly the row count (not padded to a multiple of 4)."""
+    out = torch.empty_strided(tuple(t.shape), (1, max(t.shape[0], 1)), dtype=t.dtype, device=t.device)
+    return out.copy_(t)
+
+
+LAYOUTS = {
+    "sfa_k_major": lambda sfa, sfb: (sfa.contiguous(), sfb),
+    "sfa_mn_major_unaligned": lambda sfa, sfb: (_mn_major_exact(sfa), sfb),
+    "sfa_k_major_nan_padded": lambda sfa, sfb: (_nan_padded(sfa.contiguous(), 3), sfb),
+    "sfb_mn_major": lambda sfa, sfb: (sfa, _mn_major_exact(sfb)),
+    "sfb_nan_padded": lambda sfa, sfb: (sfa, _nan_padded(sfb.contiguous(), 5)),
+    "both_k_major": lambda sfa, sfb: (sfa.contiguous(), sfb.contiguous()),
+}
+LAYOUT_SHAPES = ((7, 2112, 7168), (100, 576, 320), (4097, 4096, 2048))
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS) + ["d_row_padded"])
+@pytest.mark.parametrize("m,n,k", LAYOUT_SHAPES, ids=[f"M{m}-N{n}-K{k}" for m, n, k in LAYOUT_SHAPES])
+def test_1d2d_layouts_same_result(cuda, m, n, k, layout):
+    _, _, (a_fp8, sfa), (b_fp8, sfb) = _inputs_1d2d(cuda, m, n, k, "layout")
+    expected = poison_(torch.empty(m, n, dtype=torch.bfloat16, device=cuda))
+    hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), expected)
+    if layout == "d_row_padded":
+        buf = poison_(torch.empty(m, n + 64, dtype=torch.bfloat16, device=cuda))
+        d = buf[:, :n]
+        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d)
+        assert torch.isnan(buf[:, n:]).all(), "D's row padding was written"
+    else:
+        sfa_v, sfb_v = LAYOUTS[layout](sfa, sfb)
+        d = poison_(torch.empty(m, n, dtype=torch.bfloat16, device=cuda))
+        hopperkit.fp8_gemm_nt((a_fp8, sfa_v), (b_fp8, sfb_v), d)
+    assert not torch.isnan(d).any(), f"{layout}: NaN in D"
+    assert torch.equal(d, expected), f"{layout}: D differs from the TMA-aligned layout's (max abs diff " \
+        f"{(d.float() - expected.float()).abs().max().item():.3g})"
+
+
+@pytest.mark.parametrize("m,n,k", [(100, 2112, 7168), (7, 200, 320)], ids=["M100-N2112-K7168", "M7-N200-K320"])
+def test_1d1d_layouts_same_result(cuda, m, n, k):
+    gen = _gen(cuda, "1d1d-layout", m, n, k)
+    a_fp8, sfa = hopperkit.per_token_cast_to_fp8(_operand(gen, m, k, 1))
+    b_fp8, sfb = hopperkit.per_token_cast_to_fp8(_operand(gen, n, k, 1))
+    c = _randn(gen, m, n, dtype=torch.float32) * 32
+    results = []
+    for sa, sb in ((sfa, sfb), (sfa.contiguous(), sfb.contiguous()), (_nan_padded(sfa.contiguous(), 3), _mn_major_exact(sfb))):
+        d = poison_(torch.empty(m, n, dtype=torch.float32, device=cuda))
+        hopperkit.fp8_gemm_nt((a_fp8, sa), (b_fp8, sb), d, c=c, recipe=RECIPE_1D1D)
+        assert not torch.isnan(d).any(), "1d1d: NaN in D"
+        results.append(d)
+    assert torch.equal(results[1], results[0]), "1d1d: K-major scales give a different D"
+    assert torch.equal(results[2], results[0]), "1d1d: padded / unaligned scales give a different D"
+
+
+# --------------------------------------------------------------------------------------------------
+# repeatability: the same inputs give bitwise the same D, call after call
+# --------------------------------------------------------------------------------------------------
+
+REPEAT_SHAPES = ((4096, 7168, 2048, "1d2d"), (64, 7168, 16384, "1d2d"), (4097, 2112, 320, "1d2d"),
+                 (128, 4096, 7168, "1d1d"))
+
+
+@pytest.mark.parametrize("m,n,k,recipe", REPEAT_SHAPES, ids=[f"{r}-M{m}-N{n}-K{k}" for m, n, k, r in REPEAT_SHAPES])
+def test_repeatable_bitwise(cuda, m, n, k, recipe):
+    gen = _gen(cuda, "repeat", m, n, k, recipe)
+    a_fp8, sfa = hopperkit.per_token_cast_to_fp8(_operand(gen, m, k, 1))
+    b = _operand(gen, n, k, 128 if recipe == "1d2d" else 1)
+    if recipe == "1d2d":
+        b_fp8, sfb = hopperkit.per_block_cast_to_fp8(b)
+        dtype, c, rec = torch.bfloat16, None, None
+    else:
+        b_fp8, sfb = hopperkit.per_token_cast_to_fp8(b)
+        dtype, c, rec = torch.float32, _randn(gen, m, n, dtype=torch.float32) * 32, RECIPE_1D1D
+    first = None
+    for call in range(20):
+        d = poison_(torch.empty(m, n, dtype=dtype, device=cuda))
+        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d, c=c, recipe=rec)
+        if first is None:
+            assert not torch.isnan(d).any(), "NaN in D"
+            first = d
+        else:
+            assert torch.equal(d, first), f"call {call} differs from call 0 " \
+                f"({int((d != first).sum())} elements)"
