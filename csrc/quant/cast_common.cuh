@@ -161,34 +161,43 @@ __device__ __forceinline__ void quantize_16B(const uint4& raw, const BlockScale&
 
 // Lane exchange for 16-byte fp8 stores. Groups of kR adjacent lanes (kR = kLoadsPerStore) each hold,
 // for each of their kR loads j, a kW-word fragment; the fragments of one load across the group are
-// 16 contiguous output bytes. Afterwards lane r of the group holds those 16 bytes of load r.
-// Round d swaps with lane ^ d: lane r sends its fragment of load r ^ d and receives the partner's
-// fragment of load r. Fragment indices are compile-time after unrolling (selects, no local memory).
+// 16 contiguous output bytes. Afterwards lane r of the group holds those 16 bytes of load r: a kR×kR
+// transpose of fragments across lanes, done as log2(kR) butterfly rounds. In round b the lanes with
+// bit b set trade their fragments j (bit b clear) for the partner's fragments j ^ b. Every fragment
+// index is a compile-time constant and the choice a select on one bit: written as a comparison
+// against a runtime index instead, NVVM turned it into an indexed local-memory array (nvcc 13.0).
 // All 32 lanes must call it.
 template <int kR, int kW>
 __device__ __forceinline__ uint4 gather_16B(const uint32_t (&frag)[kR][kW], int lane) {
-  static_assert(kR * kW == 4, "kR fragments of kW words make 16 bytes");
-  const int r = lane % kR;
-  uint32_t out[kR][kW];
+  static_assert(kR * kW == 4 && (kR & (kR - 1)) == 0, "kR (a power of two) fragments of kW words make 16 bytes");
+  uint32_t f[kR][kW];
 #pragma unroll
-  for (int d = 0; d < kR; ++d) {
+  for (int j = 0; j < kR; ++j)
 #pragma unroll
-    for (int w = 0; w < kW; ++w) {
-      uint32_t send = frag[0][w];
+    for (int w = 0; w < kW; ++w) f[j][w] = frag[j][w];
 #pragma unroll
-      for (int j = 1; j < kR; ++j)
-        if (j == (r ^ d)) send = frag[j][w];
-      const uint32_t recv = d == 0 ? send : __shfl_xor_sync(0xffffffffu, send, d);
+  for (int b = 1; b < kR; b *= 2) {
+    const bool upper = (lane & b) != 0;
 #pragma unroll
-      for (int j = 0; j < kR; ++j)
-        if (j == (r ^ d)) out[j][w] = recv;
+    for (int j = 0; j < kR; ++j) {
+      if (j & b) continue;
+#pragma unroll
+      for (int w = 0; w < kW; ++w) {
+        const uint32_t send = upper ? f[j][w] : f[j ^ b][w];
+        const uint32_t recv = __shfl_xor_sync(0xffffffffu, send, b);
+        if (upper) {
+          f[j][w] = recv;
+        } else {
+          f[j ^ b][w] = recv;
+        }
+      }
     }
   }
   uint32_t flat[4];
 #pragma unroll
   for (int j = 0; j < kR; ++j)
 #pragma unroll
-    for (int w = 0; w < kW; ++w) flat[j * kW + w] = out[j][w];
+    for (int w = 0; w < kW; ++w) flat[j * kW + w] = f[j][w];
   return make_uint4(flat[0], flat[1], flat[2], flat[3]);
 }
 

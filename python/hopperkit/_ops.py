@@ -38,8 +38,8 @@ PUBLIC_OP_KERNELS: dict[str, Optional[str]] = {
     "k_grouped_fp8_gemm_nt_contiguous": None,
     "m_grouped_bf16_gemm_nt_contiguous": None,
     "m_grouped_bf16_gemm_nt_masked": None,
-    "per_token_cast_to_fp8": None,
-    "per_block_cast_to_fp8": None,
+    "per_token_cast_to_fp8": "per_token_cast_to_fp8",
+    "per_block_cast_to_fp8": "per_block_cast_to_fp8",
 }
 
 
@@ -88,3 +88,25 @@ if EXTENSION_LOADED:
     @torch.library.register_fake("hopperkit::mla_combine")
     def _mla_combine_fake(o_accum, lse_accum, num_splits, out, lse, attn_sink, pdl=True) -> None:
         return None
+
+    def _check_cast_input_fake(x: torch.Tensor) -> None:
+        torch._check(x.dim() == 2, lambda: f"hopperkit: x must be 2-D [m, n], got shape {tuple(x.shape)}")
+
+    @torch.library.register_fake("hopperkit::per_token_cast_to_fp8")
+    def _per_token_cast_to_fp8_fake(x: torch.Tensor, use_ue8m0: bool):
+        # Scales MN-major and TMA-aligned, exactly as the kernel returns them: strides (1, align(m, 4)).
+        _check_cast_input_fake(x)
+        m, n = x.shape
+        return (
+            x.new_empty((m, n), dtype=torch.float8_e4m3fn),
+            torch.empty_strided((m, (n + 127) // 128), (1, (m + 3) // 4 * 4), dtype=torch.float32, device=x.device),
+        )
+
+    @torch.library.register_fake("hopperkit::per_block_cast_to_fp8")
+    def _per_block_cast_to_fp8_fake(x: torch.Tensor, use_ue8m0: bool):
+        _check_cast_input_fake(x)
+        m, n = x.shape
+        return (
+            x.new_empty((m, n), dtype=torch.float8_e4m3fn),
+            x.new_empty(((m + 127) // 128, (n + 127) // 128), dtype=torch.float32),
+        )

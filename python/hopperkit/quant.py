@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from . import _ops
 from ._validation import check_bool, check_tensor, fail
 from .reference import layout as _layout_ref
 from .reference import quant as _ref
@@ -19,11 +20,19 @@ def _check(x: object, use_ue8m0: object) -> None:
     check_bool("use_ue8m0", use_ue8m0)
 
 
+def _dense_rows(x: torch.Tensor) -> torch.Tensor:
+    # The kernels read rows with any stride but need a dense last dimension; they take a slower
+    # scalar path (same results) when rows are not 16-byte aligned or n % 16 != 0.
+    return x if x.shape[1] <= 1 or x.stride(1) == 1 else x.contiguous()
+
+
 def per_token_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """x [m, n] (bf16/fp16/fp32) → (float8_e4m3fn [m, n], float32 scales [m, ⌈n/128⌉]) with one scale
     per row and 128 columns (amax / 448; a power of two with ``use_ue8m0``). The scales come back
     MN-major and TMA-aligned (strides (1, align(m, 4))), the layout ``fp8_gemm_nt`` reads for A."""
     _check(x, use_ue8m0)
+    if _ops.use_kernel("per_token_cast_to_fp8", x.device):
+        return torch.ops.hopperkit.per_token_cast_to_fp8(_dense_rows(x), use_ue8m0)
     x_fp8, sf = _ref.per_token_cast_to_fp8(x, use_ue8m0=use_ue8m0)
     return x_fp8, _layout_ref.get_mn_major_tma_aligned_tensor(sf)
 
@@ -32,6 +41,8 @@ def per_block_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool = False) -> tuple[tor
     """x [m, n] → (float8_e4m3fn [m, n], float32 scales [⌈m/128⌉, ⌈n/128⌉] contiguous), one scale per
     128×128 block: the weight (B) operand of the 1d2d recipe."""
     _check(x, use_ue8m0)
+    if _ops.use_kernel("per_block_cast_to_fp8", x.device):
+        return torch.ops.hopperkit.per_block_cast_to_fp8(_dense_rows(x), use_ue8m0)
     return _ref.per_block_cast_to_fp8(x, use_ue8m0=use_ue8m0)
 
 
