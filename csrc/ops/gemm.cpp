@@ -1,4 +1,7 @@
 // GEMM ops.
+#include <cstdio>
+#include <cstdlib>
+
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
@@ -50,8 +53,14 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
   check_sm90(a);
   c10::cuda::CUDAGuard guard(a.device());
 
-  const gemm::Fp8Gemm1d2dConfig config = gemm::choose_fp8_1d2d_config(static_cast<int>(m), static_cast<int>(n),
-                                                                      static_cast<int>(num_sms));
+  gemm::Fp8Gemm1d2dConfig config = gemm::choose_fp8_1d2d_config(static_cast<int>(m), static_cast<int>(n),
+                                                                static_cast<int>(num_sms));
+  // Tuning knob for benchmarks: HOPPERKIT_FP8_GEMM_CONFIG=BLOCK_M,BLOCK_N,CLUSTER forces a compiled
+  // configuration (dispatch refuses one that is not compiled or cannot tile this shape).
+  if (const char* forced = std::getenv("HOPPERKIT_FP8_GEMM_CONFIG")) {
+    HK_CHECK_VALUE(std::sscanf(forced, "%d,%d,%d", &config.block_m, &config.block_n, &config.cluster_m) == 3,
+                   "HOPPERKIT_FP8_GEMM_CONFIG must be BLOCK_M,BLOCK_N,CLUSTER, got '", forced, "'");
+  }
   gemm::Fp8Gemm1d2dParams p;
   p.tma_a = make_tma_2d(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, m, a.stride(0), 128, config.block_m,
                         CU_TENSOR_MAP_SWIZZLE_128B);

@@ -53,8 +53,12 @@ __device__ __forceinline__ void mma_tile(const Fp8Gemm1d2dParams& p, typename T:
   const float* sfb = p.sfb + (n_block * T::kBlockN / 128) * p.sfb_stride_n;
   const int lane = threadIdx.x % 32;
 
+  // B scales are loaded one K block ahead: an L2 round trip under full load is longer than the
+  // wait + wgmma of one block, and the promotion needs the value right after the wgmmas.
+  float next_scale_b = __ldg(sfb);
   for (int kb = 0; kb < num_k_blocks; ++kb) {
-    const float scale_b = __ldg(sfb + kb * p.sfb_stride_k);  // issued before the wait: hides its latency
+    const float scale_b = next_scale_b;
+    if (kb + 1 < num_k_blocks) next_scale_b = __ldg(sfb + (kb + 1) * p.sfb_stride_k);
     smem.barriers.consumer_wait(st);
     const float* sfa = smem.sfa[st.stage] + warpgroup * 64;
     const float scale_a0 = sfa[rows.row0], scale_a1 = sfa[rows.row0 + 8];
