@@ -20,7 +20,7 @@ step() { echo; echo "=== $* ==="; }
 
 step "device"
 # At most 8 files come back from a lent machine: summary.txt, build.log, ptxas.txt, sass.txt,
-# pytest.txt, bench_mla.txt, bench_mla.json.
+# pytest.txt, bench_mla.txt, bench_mla.json, bench_gemm.txt (GEMM and FP8 casts).
 SUMMARY="$LOG/summary.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv 2>&1 | tee "$SUMMARY"
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())" | tee -a "$SUMMARY"
@@ -85,6 +85,10 @@ python3 -m pytest -q -rs "$@" 2>&1 | tee "$LOG/pytest.txt"
 if [ "${HOPPERKIT_BENCH:-1}" != "0" ]; then
   step "quick benchmark"
   python3 benchmarks/bench_mla.py --quick --json "$LOG/bench_mla.json" 2>&1 | tee "$LOG/bench_mla.txt"
+  [ "${PIPESTATUS[0]}" = "0" ] || status=1
+  python3 benchmarks/bench_gemm.py --quick --only dense 2>/dev/null | tee "$LOG/bench_gemm.txt"
+  [ "${PIPESTATUS[0]}" = "0" ] || status=1
+  python3 benchmarks/bench_quant.py --quick 2>&1 | tee -a "$LOG/bench_gemm.txt"
   [ "${PIPESTATUS[0]}" = "0" ] || status=1
 fi
 

@@ -36,6 +36,10 @@ template <>
 struct Fp8Wgmma<128> {
   using Atom = cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>;
 };
+template <>
+struct Fp8Wgmma<192> {
+  using Atom = cute::SM90::GMMA::MMA_64x192x32_F32E4M3E4M3_SS_TN<>;
+};
 
 template <class Atom, size_t... I>
 __device__ __forceinline__ void wgmma_unpacked(uint64_t desc_a, uint64_t desc_b, float* acc, bool accumulate,

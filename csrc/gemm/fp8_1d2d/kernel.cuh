@@ -36,8 +36,10 @@ template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __grid_constant__ Fp8Gemm1d2dParams p) {
   extern __shared__ uint8_t smem_raw[];
   // The 128B swizzle is a function of absolute shared-memory address bits: align the tiles to 1 KiB.
-  auto& smem = *reinterpret_cast<typename T::SharedStorage*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  // Offset computed from the shared-window address and applied to the shared pointer, so the
+  // compiler keeps emitting shared (not generic) loads for the scales.
+  const uint32_t misalignment = cute::cast_smem_ptr_to_uint(smem_raw) & 1023u;
+  auto& smem = *reinterpret_cast<typename T::SharedStorage*>(smem_raw + ((1024u - misalignment) & 1023u));
   const int warpgroup = threadIdx.x / 128;
   const Fp8GemmRole role = warpgroup == T::kMathWarpgroups ? Fp8GemmRole::kProducer : Fp8GemmRole::kMath;
 

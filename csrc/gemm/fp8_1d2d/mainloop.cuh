@@ -49,16 +49,20 @@ __device__ __forceinline__ void mma_tile(const Fp8Gemm1d2dParams& p, typename T:
   float acc[T::kBlockN / 2];
 #pragma unroll
   for (int i = 0; i < T::kBlockN / 2; ++i) total[i] = acc[i] = 0.0f;
-  // 128 % BLOCK_N == 0: the tile lies inside one 128-row block of B scales.
-  const float* sfb = p.sfb + (n_block * T::kBlockN / 128) * p.sfb_stride_n;
+  // The tile's columns [n0, n0 + BLOCK_N) use B scale row n0/128 up to column `split` of the tile
+  // and row n0/128 + 1 after it (only when BLOCK_N = 192; the second row is clamped to stay in
+  // bounds when the tile ends past N, where nothing is stored).
+  const int n0 = n_block * T::kBlockN;
+  const int split = 128 - n0 % 128;
+  const int last_row = (p.n + 127) / 128 - 1;
+  const float* sfb_lo = p.sfb + (n0 / 128) * p.sfb_stride_n;
+  const float* sfb_hi = p.sfb + min(n0 / 128 + 1, last_row) * p.sfb_stride_n;
   const int lane = threadIdx.x % 32;
 
-  // B scales are loaded one K block ahead: an L2 round trip under full load is longer than the
-  // wait + wgmma of one block, and the promotion needs the value right after the wgmmas.
-  float next_scale_b = __ldg(sfb);
   for (int kb = 0; kb < num_k_blocks; ++kb) {
-    const float scale_b = next_scale_b;
-    if (kb + 1 < num_k_blocks) next_scale_b = __ldg(sfb + (kb + 1) * p.sfb_stride_k);
+    // Issued before the barrier wait; the value is needed only after the wgmmas.
+    const float scale_b_lo = __ldg(sfb_lo + kb * p.sfb_stride_k);
+    const float scale_b_hi = T::kStraddlesScaleBlocks ? __ldg(sfb_hi + kb * p.sfb_stride_k) : scale_b_lo;
     smem.barriers.consumer_wait(st);
     const float* sfa = smem.sfa[st.stage] + warpgroup * 64;
     const float scale_a0 = sfa[rows.row0], scale_a1 = sfa[rows.row0 + 8];
@@ -79,9 +83,13 @@ __device__ __forceinline__ void mma_tile(const Fp8Gemm1d2dParams& p, typename T:
     smem.barriers.consumer_release(st, lane);
     st.advance();
 
-    const float s0 = scale_a0 * scale_b, s1 = scale_a1 * scale_b;
+    const float s0_lo = scale_a0 * scale_b_lo, s1_lo = scale_a1 * scale_b_lo;
+    const float s0_hi = scale_a0 * scale_b_hi, s1_hi = scale_a1 * scale_b_hi;
 #pragma unroll
     for (int j = 0; j < T::kBlockN / 8; ++j) {
+      // Column group j covers tile columns [8j, 8j + 8): it never straddles (split is 64 or 128).
+      const bool lo = !T::kStraddlesScaleBlocks || 8 * j < split;
+      const float s0 = lo ? s0_lo : s0_hi, s1 = lo ? s1_lo : s1_hi;
       total[4 * j + 0] += s0 * acc[4 * j + 0];
       total[4 * j + 1] += s0 * acc[4 * j + 1];
       total[4 * j + 2] += s1 * acc[4 * j + 2];

@@ -21,7 +21,10 @@ struct Fp8Gemm1d2dTraits {
   // exactly where the scales change.
   static constexpr int kBlockK = 128;
   static_assert(kBlockM == 64 || kBlockM == 128, "each math warpgroup owns 64 rows (the wgmma M)");
-  static_assert(128 % kBlockN == 0, "BLOCK_N must divide the 128-wide B scale block (no straddling tiles yet)");
+  // A tile must touch at most two 128-wide B scale blocks: BLOCK_N divides 128, or BLOCK_N = 192
+  // (tiles start at column offsets 0 or 64 within a scale block, so 192 + 64 <= 256).
+  static_assert(128 % kBlockN == 0 || kBlockN == 192, "BLOCK_N must divide 128 or be 192");
+  static constexpr bool kStraddlesScaleBlocks = 128 % kBlockN != 0;
 
   static constexpr int kMathWarpgroups = kBlockM / 64;
   static constexpr int kMathThreads = 128 * kMathWarpgroups;
