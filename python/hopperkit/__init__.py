@@ -5,7 +5,10 @@ Every op runs its CUDA kernel on an SM90 GPU where one exists and its PyTorch re
 else (``hopperkit.reference``); ``python -m hopperkit`` shows which path each op takes here.
 """
 
-from ._version import __version__
+try:
+    from ._version import __version__  # written by setup.py at install time
+except ImportError:  # a source tree used without installing
+    __version__ = "0.0.0+unknown"
 from ._validation import set_check_values
 from .layout import (
     get_m_alignment_for_contiguous_layout,
