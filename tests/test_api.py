@@ -214,3 +214,19 @@ def test_set_num_sms_changes_schedule():
         assert tsm.shape == (64, 8)
     finally:
         hk.set_num_sms(None)
+
+
+@pytest.mark.gpu
+def test_fp8_gemm_with_pdl_matches():
+    a, b, (a8, sfa), (b8, sfb) = quantized_operands(torch.device("cuda"), 256, 512, 1024, seed=7)
+    d0 = poison_(torch.empty(256, 512, dtype=torch.bfloat16, device="cuda"))
+    hk.fp8_gemm_nt((a8, sfa), (b8, sfb), d0)
+    try:
+        hk.set_pdl(True)
+        for _ in range(3):  # back-to-back launches that may overlap
+            a8_, sfa_ = hk.per_token_cast_to_fp8(a)
+            d1 = poison_(torch.empty_like(d0))
+            hk.fp8_gemm_nt((a8_, sfa_), (b8, sfb), d1)
+            assert torch.equal(d1, d0)
+    finally:
+        hk.set_pdl(False)

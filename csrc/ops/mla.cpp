@@ -110,7 +110,7 @@ void mla_combine(const at::Tensor& o_accum, const at::Tensor& lse_accum, const a
     HK_CHECK_VALUE(attn_sink->dim() == 1 && attn_sink->size(0) == h_q && attn_sink->is_contiguous(),
                    "attn_sink must be contiguous [h_q] = [", h_q, "], got ", attn_sink->sizes());
   }
-  HK_CHECK_VALUE(batch <= INT32_MAX && (h_q * s_q + 7) / 8 <= 65535, "batch or s_q*h_q too large for the combine grid");
+  HK_CHECK_VALUE(batch <= INT32_MAX && (h_q * s_q * 4 + 7) / 8 <= 65535, "batch or s_q*h_q too large for the combine grid");
   check_sm90(out);
   c10::cuda::CUDAGuard guard(out.device());
   if (out.scalar_type() == at::kBFloat16) {

@@ -15,8 +15,10 @@ from .layout import (
     get_mk_alignment_for_contiguous_layout,
     get_mn_major_tma_aligned_tensor,
     get_num_sms,
+    get_pdl,
     get_tma_aligned_size,
     set_num_sms,
+    set_pdl,
     transform_sf_into_required_layout,
 )
 from .gemm import (
@@ -55,6 +57,8 @@ __all__ = [
     "per_token_cast_to_fp8", "per_block_cast_to_fp8", "per_channel_cast_to_fp8",
     "get_num_sms",
     "set_num_sms",
+    "get_pdl",
+    "set_pdl",
     "get_tma_aligned_size",
     "get_mn_major_tma_aligned_tensor",
     "get_mk_alignment_for_contiguous_layout",

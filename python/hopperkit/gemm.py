@@ -19,7 +19,7 @@ import torch
 from . import _ops
 from ._validation import check_int, check_same_device, check_tensor, check_values, describe, fail
 from .reference import gemm as _ref
-from .layout import get_num_sms
+from .layout import get_num_sms, get_pdl
 from .reference.layout import get_mk_alignment_for_contiguous_layout, get_mn_major_tma_aligned_tensor
 
 __all__ = [
@@ -112,7 +112,8 @@ def fp8_gemm_nt(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] =
         return
     if rec == RECIPE_1D2D and K > 0 and _ops.use_kernel("fp8_gemm_nt", device):
         # The kernel reads A's scales through TMA, MN-major: free when they come from per_token_cast_to_fp8.
-        torch.ops.hopperkit.fp8_gemm_nt_1d2d(A, get_mn_major_tma_aligned_tensor(SFA), B, SFB, d, get_num_sms(device))
+        torch.ops.hopperkit.fp8_gemm_nt_1d2d(A, get_mn_major_tma_aligned_tensor(SFA), B, SFB, d, get_num_sms(device),
+                                             get_pdl())
         return
     d.copy_(_ref.fp8_gemm_nt(A, SFA, B, SFB, c, recipe=rec, out_dtype=d.dtype))
 

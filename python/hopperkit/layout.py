@@ -19,6 +19,8 @@ from .reference import layout as _layout_ref
 __all__ = [
     "get_num_sms",
     "set_num_sms",
+    "get_pdl",
+    "set_pdl",
     "get_tma_aligned_size",
     "get_mn_major_tma_aligned_tensor",
     "get_mk_alignment_for_contiguous_layout",
@@ -57,6 +59,23 @@ def set_num_sms(num_sms: Optional[int]) -> None:
         return
     limit = _device_sms(None) or 1024
     _num_sms_override = check_int("num_sms", num_sms, min_value=1, max_value=limit)
+
+
+_pdl = False
+
+
+def set_pdl(enabled: bool) -> None:
+    """Launch the GEMM kernels with programmatic dependent launch: a kernel may then start while the
+    previous kernel in the stream drains (it waits on the device before reading that kernel's
+    outputs). Off by default, as in DeepGEMM."""
+    global _pdl
+    if not isinstance(enabled, bool):
+        raise TypeError(f"hopperkit: set_pdl expects a bool, got {enabled!r}")
+    _pdl = enabled
+
+
+def get_pdl() -> bool:
+    return _pdl
 
 
 def get_tma_aligned_size(x: int, element_size: int) -> int:
