@@ -48,4 +48,35 @@ inline CUtensorMap make_tma_2d(const void* base, CUtensorMapDataType dtype, int 
   return map;
 }
 
+// An N-D strided global tensor (dims[0] innermost and contiguous) read in boxes of `box` elements.
+// strides_bytes[i] is the byte stride of dimension i + 1; every stride must be a multiple of 16.
+template <int kRank>
+CUtensorMap make_tma_nd(const void* base, CUtensorMapDataType dtype, const uint64_t (&dims)[kRank],
+                        const uint64_t (&strides_bytes)[kRank - 1], const uint32_t (&box)[kRank],
+                        CUtensorMapSwizzle swizzle) {
+  static_assert(kRank >= 2 && kRank <= 5, "TMA tensors have 2 to 5 dimensions here");
+  HK_CHECK(reinterpret_cast<uintptr_t>(base) % 16 == 0, "TMA needs 16-byte aligned tensor base addresses");
+  cuuint64_t d[kRank];
+  cuuint64_t s[kRank - 1];
+  cuuint32_t b[kRank];
+  cuuint32_t e[kRank];
+  for (int i = 0; i < kRank; ++i) {
+    d[i] = dims[i];
+    b[i] = box[i];
+    e[i] = 1;
+    if (i < kRank - 1) {
+      HK_CHECK(strides_bytes[i] % 16 == 0, "TMA needs strides that are multiples of 16 bytes, got ", strides_bytes[i],
+               " bytes for dimension ", i + 1);
+      s[i] = strides_bytes[i];
+    }
+  }
+  CUtensorMap map;
+  const CUresult rc = tensor_map_encoder()(&map, dtype, kRank, const_cast<void*>(base), d, s, b, e,
+                                           CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  HK_CHECK(rc == CUDA_SUCCESS, "cuTensorMapEncodeTiled failed with error ", static_cast<int>(rc), " for a rank-",
+           kRank, " tensor");
+  return map;
+}
+
 }  // namespace hopperkit

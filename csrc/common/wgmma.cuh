@@ -4,6 +4,9 @@
 #include <cstdint>
 #include <utility>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cute/arch/mma_sm90_desc.hpp>
 #include <cute/arch/mma_sm90_gmma.hpp>
 #include <cute/arch/util.hpp>
@@ -19,6 +22,21 @@ __device__ __forceinline__ uint64_t smem_desc_k_major_sw128(const void* tile) {
   desc.bitfield.start_address_ = cute::cast_smem_ptr_to_uint(tile) >> 4;
   desc.bitfield.leading_byte_offset_ = 1;         // unused by swizzled K-major layouts
   desc.bitfield.stride_byte_offset_ = 1024 >> 4;  // next group of 8 rows
+  desc.bitfield.base_offset_ = 0;
+  desc.bitfield.layout_type_ = static_cast<uint8_t>(cute::SM90::GMMA::LayoutType::B128);
+  return desc.desc_;
+}
+
+// Descriptor of an MN-major operand (e.g. V as the B of P·V, whose N = head dim is the contiguous
+// one) stored as 128B-swizzled tiles of 64 16-bit MN-elements × rows along K, exactly as TMA writes
+// a K-major [rows, 64] box. Inside a tile, groups of 8 K-rows are 1024 bytes apart (SBO); the next 64
+// MN-elements live in the next tile, `mn_tile_stride` bytes further (LBO). A K step of 16 rows is a
+// start-address offset of 16·128 bytes, a whole swizzle atom, so it needs no swizzle arithmetic.
+__device__ __forceinline__ uint64_t smem_desc_mn_major_sw128(const void* tile, uint32_t mn_tile_stride) {
+  cute::GmmaDescriptor desc;
+  desc.bitfield.start_address_ = cute::cast_smem_ptr_to_uint(tile) >> 4;
+  desc.bitfield.leading_byte_offset_ = mn_tile_stride >> 4;
+  desc.bitfield.stride_byte_offset_ = 1024 >> 4;
   desc.bitfield.base_offset_ = 0;
   desc.bitfield.layout_type_ = static_cast<uint8_t>(cute::SM90::GMMA::LayoutType::B128);
   return desc.desc_;
@@ -53,11 +71,64 @@ __device__ __forceinline__ void wgmma_fp8(uint64_t desc_a, uint64_t desc_b, floa
   wgmma_unpacked<typename Fp8Wgmma<N>::Atom>(desc_a, desc_b, acc, accumulate, std::make_index_sequence<N / 2>{});
 }
 
+// 16-bit (bf16 / fp16) wgmma atoms with FP32 accumulators, K = 16 per instruction:
+//   ss_k_k   A and B K-major in shared memory (attention scores Q·Kᵀ)
+//   rs_k_mn  A in registers, B MN-major in shared memory (P·V with P still in registers)
+//   ss_k_mn  A K-major, B MN-major, both in shared memory (P·V with P handed over in smem)
+template <typename Elem, int N>
+struct HalfWgmma;
+template <>
+struct HalfWgmma<__nv_bfloat16, 64> {
+  using ss_k_k = cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::K>;
+};
+template <>
+struct HalfWgmma<__half, 64> {
+  using ss_k_k = cute::SM90::GMMA::MMA_64x64x16_F32F16F16_SS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::K>;
+};
+template <>
+struct HalfWgmma<__nv_bfloat16, 256> {
+  using rs_k_mn = cute::SM90::GMMA::MMA_64x256x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>;
+  using ss_k_mn = cute::SM90::GMMA::MMA_64x256x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>;
+};
+template <>
+struct HalfWgmma<__half, 256> {
+  using rs_k_mn = cute::SM90::GMMA::MMA_64x256x16_F32F16F16_RS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>;
+  using ss_k_mn = cute::SM90::GMMA::MMA_64x256x16_F32F16F16_SS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>;
+};
+
+// One wgmma with both operands in shared memory: acc (64×N, N/2 floats per thread) [+]= A·B.
+template <class Atom, int kAccs>
+__device__ __forceinline__ void wgmma_ss(uint64_t desc_a, uint64_t desc_b, float (&acc)[kAccs], bool accumulate) {
+  wgmma_unpacked<Atom>(desc_a, desc_b, acc, accumulate, std::make_index_sequence<kAccs>{});
+}
+
+template <class Atom, size_t... I>
+__device__ __forceinline__ void wgmma_rs_unpacked(const uint32_t (&a)[4], uint64_t desc_b, float* acc, bool accumulate,
+                                                  std::index_sequence<I...>) {
+  Atom::fma(a[0], a[1], a[2], a[3], desc_b, acc[I]...,
+            accumulate ? cute::SM90::GMMA::ScaleOut::One : cute::SM90::GMMA::ScaleOut::Zero);
+}
+
+// One wgmma with A (a 64×16 slice, 4 registers of packed 16-bit pairs per thread, in the layout of
+// a 64×16 accumulator) in registers and B in shared memory.
+template <class Atom, int kAccs>
+__device__ __forceinline__ void wgmma_rs(const uint32_t (&a)[4], uint64_t desc_b, float (&acc)[kAccs], bool accumulate) {
+  wgmma_rs_unpacked<Atom>(a, desc_b, acc, accumulate, std::make_index_sequence<kAccs>{});
+}
+
 // Keeps the compiler from moving accumulator reads/writes across the asynchronous wgmma.
 template <int Size>
 __device__ __forceinline__ void fence_accumulators(float (&acc)[Size]) {
 #pragma unroll
   for (int i = 0; i < Size; ++i) cute::warpgroup_fence_operand(acc[i]);
+}
+
+// The same for the A registers of an RS wgmma: the hardware reads them asynchronously, so they must
+// stay live and unmodified until a wgmma wait covers the instruction.
+template <int Size>
+__device__ __forceinline__ void fence_operands(uint32_t (&regs)[Size]) {
+#pragma unroll
+  for (int i = 0; i < Size; ++i) cute::warpgroup_fence_operand(regs[i]);
 }
 
 }  // namespace hopperkit

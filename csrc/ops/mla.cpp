@@ -6,7 +6,11 @@
 #include <cuda_fp16.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "mla/combine/combine.h"
+#include "mla/dense_decode/params.h"
 #include "mla/metadata/metadata.h"
 #include "ops/checks.h"
 #include "ops/ops.h"
@@ -120,6 +124,117 @@ void mla_combine(const at::Tensor& o_accum, const at::Tensor& lse_accum, const a
   }
 }
 
+namespace {
+
+bool aligned_16b(const at::Tensor& t) {
+  return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0 && t.stride(0) % 8 == 0 && t.stride(1) % 8 == 0 &&
+         t.stride(2) % 8 == 0;
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> mla_dense_decode(const at::Tensor& q, const at::Tensor& k_cache,
+                                                    const at::Tensor& block_table, const at::Tensor& cache_seqlens,
+                                                    const at::Tensor& tile_scheduler_metadata,
+                                                    const at::Tensor& num_splits, double softmax_scale, bool causal) {
+  HK_CHECK_VALUE(q.is_cuda(), "q must be a CUDA tensor, got one on ", q.device());
+  HK_CHECK_TYPE(q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf, "q must be bfloat16 or float16, got ",
+                q.scalar_type());
+  check_cuda_tensor(k_cache, "k_cache", q.scalar_type());
+  check_cuda_tensor(block_table, "block_table", at::kInt);
+  check_cuda_tensor(cache_seqlens, "cache_seqlens", at::kInt);
+  check_cuda_tensor(tile_scheduler_metadata, "tile_scheduler_metadata", at::kInt);
+  check_cuda_tensor(num_splits, "num_splits", at::kInt);
+  for (const at::Tensor* t : {&k_cache, &block_table, &cache_seqlens, &tile_scheduler_metadata, &num_splits}) {
+    check_same_device(*t, q, "all tensors", "q");
+  }
+  HK_CHECK_VALUE(q.dim() == 4 && q.size(3) == 576 && q.stride(3) == 1, "q must be [b, s_q, h_q, 576] with a contiguous last dim, got ",
+                 q.sizes(), " strides ", q.strides());
+  const int64_t batch = q.size(0), s_q = q.size(1), h_q = q.size(2);
+  HK_CHECK_VALUE(batch >= 1 && s_q >= 1 && h_q >= 1, "q must not be empty, got ", q.sizes());
+  HK_CHECK_VALUE(aligned_16b(q), "q needs 16-byte alignment and strides that are multiples of 8 elements, got strides ",
+                 q.strides());
+  HK_CHECK_VALUE(k_cache.dim() == 4 && k_cache.size(1) == 64 && k_cache.size(3) == 576 && k_cache.stride(3) == 1,
+                 "k_cache must be [num_blocks, 64, h_k, 576] with a contiguous last dim, got ", k_cache.sizes(),
+                 " strides ", k_cache.strides());
+  HK_CHECK_VALUE(aligned_16b(k_cache), "k_cache needs 16-byte alignment and strides that are multiples of 8 elements, got strides ",
+                 k_cache.strides());
+  const int64_t num_blocks = k_cache.size(0), h_k = k_cache.size(2);
+  HK_CHECK_VALUE(num_blocks >= 1 && h_k >= 1 && h_q % h_k == 0, "h_q (", h_q, ") must be a multiple of h_k (", h_k, ")");
+  HK_CHECK_VALUE(block_table.dim() == 2 && block_table.size(0) == batch && block_table.stride(1) == 1 &&
+                     block_table.size(1) >= 1,
+                 "block_table must be [", batch, ", max_blocks] with a contiguous last dim, got ", block_table.sizes());
+  HK_CHECK_VALUE(cache_seqlens.dim() == 1 && cache_seqlens.size(0) == batch && cache_seqlens.is_contiguous(),
+                 "cache_seqlens must be contiguous [", batch, "], got ", cache_seqlens.sizes());
+  HK_CHECK_VALUE(tile_scheduler_metadata.dim() == 2 && tile_scheduler_metadata.size(1) == 8 &&
+                     tile_scheduler_metadata.is_contiguous() && tile_scheduler_metadata.size(0) >= 1,
+                 "tile_scheduler_metadata must be contiguous [num_sm_parts, 8], got ", tile_scheduler_metadata.sizes());
+  HK_CHECK_VALUE(num_splits.dim() == 1 && num_splits.size(0) == batch + 1 && num_splits.is_contiguous(),
+                 "num_splits must be contiguous [", batch + 1, "], got ", num_splits.sizes(),
+                 " (metadata built for another batch size?)");
+  HK_CHECK_VALUE(softmax_scale > 0.0 && std::isfinite(softmax_scale), "softmax_scale must be positive and finite, got ",
+                 softmax_scale);
+  const int64_t heads_per_kv = h_q / h_k;
+  const int64_t rows = s_q * heads_per_kv;
+  const int64_t m_tiles = (rows + 63) / 64;
+  const int64_t parts = tile_scheduler_metadata.size(0);
+  HK_CHECK_VALUE(m_tiles <= 65535 && h_k <= 65535 && parts <= 65535 && batch < (int64_t{1} << 24),
+                 "decode grid too large: ", m_tiles, " query tiles × ", h_k, " KV heads × ", parts, " partitions");
+  check_sm90(q);
+  c10::cuda::CUDAGuard guard(q.device());
+
+  auto f32 = q.options().dtype(at::kFloat);
+  at::Tensor out = at::empty({batch, s_q, h_q, 512}, q.options());
+  at::Tensor lse = at::empty({batch, h_q, s_q}, f32);
+  const int64_t accum_rows = batch + parts;
+  at::Tensor o_accum = at::empty({accum_rows, h_k, rows, 512}, f32);
+  at::Tensor lse_accum = at::empty({accum_rows, h_k, rows}, f32);
+
+  mla::DenseDecodeParams p{};
+  p.q = q.data_ptr();
+  p.q_stride_b = q.stride(0);
+  p.q_stride_s = q.stride(1);
+  p.q_stride_h = q.stride(2);
+  p.out = out.data_ptr();
+  p.out_stride_b = out.stride(0);
+  p.out_stride_s = out.stride(1);
+  p.out_stride_h = out.stride(2);
+  p.lse = lse.data_ptr<float>();
+  p.lse_stride_b = lse.stride(0);
+  p.lse_stride_h = lse.stride(1);
+  p.lse_stride_s = lse.stride(2);
+  p.o_accum = o_accum.data_ptr<float>();
+  p.lse_accum = lse_accum.data_ptr<float>();
+  p.block_table = block_table.data_ptr<int32_t>();
+  p.block_table_stride = block_table.stride(0);
+  p.max_blocks = static_cast<int32_t>(std::min<int64_t>(block_table.size(1), INT32_MAX));
+  p.seqlens = cache_seqlens.data_ptr<int32_t>();
+  p.sched = reinterpret_cast<const mla::DecodingSchedMeta*>(tile_scheduler_metadata.data_ptr<int32_t>());
+  p.num_splits = num_splits.data_ptr<int32_t>();
+  p.batch = static_cast<int32_t>(batch);
+  p.s_q = static_cast<int32_t>(s_q);
+  p.num_heads_k = static_cast<int32_t>(h_k);
+  p.heads_per_kv = static_cast<int32_t>(heads_per_kv);
+  p.rows_per_kv = static_cast<int32_t>(rows);
+  p.scale_log2 = static_cast<float>(softmax_scale * 1.4426950408889634);
+  p.causal = causal && s_q > 1;
+  // One query tile per KV head: nobody else reads these KV bytes, let them leave L2 first. With
+  // several tiles, the CTAs of the other tiles read the same blocks at about the same time.
+  p.kv_evict_first = m_tiles == 1;
+
+  const CUtensorMap kv_map = mla::make_kv_cache_tma_map(k_cache.data_ptr(), q.scalar_type() == at::kBFloat16, num_blocks,
+                                                        h_k, k_cache.stride(0), k_cache.stride(1), k_cache.stride(2));
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  if (q.scalar_type() == at::kBFloat16) {
+    mla::run_mla_dense_decode<__nv_bfloat16>(p, kv_map, static_cast<int>(parts), stream);
+    launch_combine<__nv_bfloat16>(o_accum, lse_accum, num_splits, out, lse, std::nullopt, /*pdl=*/true);
+  } else {
+    mla::run_mla_dense_decode<__half>(p, kv_map, static_cast<int>(parts), stream);
+    launch_combine<__half>(o_accum, lse_accum, num_splits, out, lse, std::nullopt, /*pdl=*/true);
+  }
+  return {out, lse};
+}
+
 }  // namespace hopperkit::ops
 
 TORCH_LIBRARY_FRAGMENT(hopperkit, m) {
@@ -127,9 +242,13 @@ TORCH_LIBRARY_FRAGMENT(hopperkit, m) {
   m.def(
       "mla_combine(Tensor o_accum, Tensor lse_accum, Tensor num_splits, Tensor(a!) out, Tensor(b!) lse, "
       "Tensor? attn_sink, bool pdl=True) -> ()");
+  m.def(
+      "mla_dense_decode(Tensor q, Tensor k_cache, Tensor block_table, Tensor cache_seqlens, "
+      "Tensor tile_scheduler_metadata, Tensor num_splits, float softmax_scale, bool causal) -> (Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(hopperkit, CUDA, m) {
   m.impl("get_mla_metadata", &hopperkit::ops::get_mla_metadata);
   m.impl("mla_combine", &hopperkit::ops::mla_combine);
+  m.impl("mla_dense_decode", &hopperkit::ops::mla_dense_decode);
 }

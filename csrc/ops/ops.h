@@ -18,6 +18,12 @@ std::tuple<at::Tensor, at::Tensor> get_mla_metadata(const at::Tensor& lengths, i
 void mla_combine(const at::Tensor& o_accum, const at::Tensor& lse_accum, const at::Tensor& num_splits,
                  at::Tensor& out, at::Tensor& lse, const std::optional<at::Tensor>& attn_sink, bool pdl);
 
+// Dense MLA decode (main kernel + combine): (out [b, s_q, h_q, 512] in q's dtype, lse f32 [b, h_q, s_q]).
+std::tuple<at::Tensor, at::Tensor> mla_dense_decode(const at::Tensor& q, const at::Tensor& k_cache,
+                                                    const at::Tensor& block_table, const at::Tensor& cache_seqlens,
+                                                    const at::Tensor& tile_scheduler_metadata,
+                                                    const at::Tensor& num_splits, double softmax_scale, bool causal);
+
 // FP8 casts (quant.cpp): (float8_e4m3fn [m, n], float32 scales). Per-token scales are [m, ceil(n/128)]
 // with strides (1, align(m, 4)); per-block scales are [ceil(m/128), ceil(n/128)] contiguous.
 std::tuple<at::Tensor, at::Tensor> per_token_cast_to_fp8(const at::Tensor& x, bool use_ue8m0);

@@ -28,7 +28,7 @@ EXTENSION_LOADED = EXTENSION_ERROR is None
 PUBLIC_OP_KERNELS: dict[str, Optional[str]] = {
     "get_mla_metadata": "get_mla_metadata",
     "mla_combine": "mla_combine",
-    "flash_mla_with_kvcache": None,
+    "flash_mla_with_kvcache": "mla_dense_decode",  # dense BF16/FP16 caches; sparse still runs the reference
     "quantize_kv_cache": None,
     "dequantize_kv_cache": None,
     "fp8_gemm_nt": "fp8_gemm_nt_1d2d",  # the 1d2d recipe; 1d1d still runs the reference
@@ -84,6 +84,12 @@ if EXTENSION_LOADED:
     @torch.library.register_fake("hopperkit::fp8_gemm_nt_1d2d")
     def _fp8_gemm_nt_1d2d_fake(a, sfa, b, sfb, d, num_sms, pdl=False) -> None:
         return None
+
+    @torch.library.register_fake("hopperkit::mla_dense_decode")
+    def _mla_dense_decode_fake(q, k_cache, block_table, cache_seqlens, tile_scheduler_metadata, num_splits,
+                               softmax_scale, causal):
+        b, s_q, h_q, _ = q.shape
+        return q.new_empty((b, s_q, h_q, 512)), q.new_empty((b, h_q, s_q), dtype=torch.float32)
 
     @torch.library.register_fake("hopperkit::mla_combine")
     def _mla_combine_fake(o_accum, lse_accum, num_splits, out, lse, attn_sink, pdl=True) -> None:

@@ -259,9 +259,23 @@ def flash_mla_with_kvcache(
 
     cfg = _MetaConfig(b, s_q, h_q, PAGE_BLOCK_SIZE, h_k, causal, False, None)
     parts = _sched_ref.num_sm_parts_dense(num_sms, s_q, h_q, h_k)
-    _resolve_metadata(tile_scheduler_metadata, num_splits, cfg, cache_seqlens, parts, values)
+    tsm, ns = _resolve_metadata(tile_scheduler_metadata, num_splits, cfg, cache_seqlens, parts, values)
+    if kernel:
+        if softmax_scale <= 0:
+            fail("softmax_scale", "positive (the kernel takes row maxima of the scaled scores)", repr(softmax_scale))
+        if not _aligned_16b(q):
+            q = q.contiguous()  # the kernel copies Q rows in 16-byte pieces
+        if not _aligned_16b(k_cache):
+            fail("k_cache", "16-byte aligned with strides that are multiples of 8 elements (TMA)",
+                 f"strides {k_cache.stride()}")
+        return torch.ops.hopperkit.mla_dense_decode(q, k_cache, block_table, cache_seqlens, tsm, ns,
+                                                    float(softmax_scale), bool(causal))
     return _mla_ref.flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v=D_V,
                                            softmax_scale=softmax_scale, causal=causal)
+
+
+def _aligned_16b(t: torch.Tensor) -> bool:
+    return t.data_ptr() % 16 == 0 and all(st % 8 == 0 for st in t.stride()[:-1])
 
 
 def _sparse(q, k_cache, indices, softmax_scale, causal, is_fp8_kvcache, attn_sink, topk_length,
