@@ -57,11 +57,12 @@ __device__ __forceinline__ void block_scores(typename T::SharedStorage& smem, in
                                              float (&s)[kScoreAccs]) {
   using Atom = typename HalfWgmma<typename T::Elem, 64>::ss_k_k;
   fence_accumulators(s);
-  cute::warpgroup_arrive();
 #pragma unroll
   for (int i = 0; i < T::kKTiles; ++i) {
     const int t = kOddOrder ? (i < 4 ? i + 4 : (i < 8 ? i - 4 : i)) : i;
     smem.kv_full[buf][t].wait(phase);
+    // The barrier wait is a loop ptxas treats as divergent: re-fence the accumulators after it.
+    cute::warpgroup_arrive();
     const uint64_t desc_q = smem_desc_k_major_sw128(smem.q[t]);
     const uint64_t desc_k = smem_desc_k_major_sw128(smem.kv[buf][t]);
 #pragma unroll
