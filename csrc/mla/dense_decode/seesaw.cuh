@@ -8,15 +8,18 @@
 //   S0 = Q·K0ᵀ                                     S1 = Q·K1ᵀ
 //   m0 = max(m, rowmax S0), a0 = exp2(m - m0)
 //   publish m0, a0  ─────── kLeftMaxReady ──────▶  m1 = max(m0, rowmax S1), a1 = exp2(m0 - m1)
-//   P0 = exp2(S0 - m0)                            P1 = exp2(S1 - m1) → smem
-//   O_L = a0·O_L + P0·V0_L                         publish m1, a1, P1
-//                   ◀─────── kRightPReady ──────   O_R = a0·a1·O_R + P1·V1_R
-//   a1·P0 → smem  ────────── kLeftPReady ───────▶  O_R += (a1·P0)·V0_R
-//   O_L = a1·O_L + P1·V1_L
+//   P0 = exp2(S0 - m0) → smem ── kLeftPReady ───▶  P1 = exp2(S1 - m1) → smem, publish m1, a1
+//   O_L = a0·O_L + P0·V0_L        ◀── kRightPReady ──
+//   O_L = a1·O_L + P1·V1_L                         O_R = a0·a1·O_R + P1·V1_R + (a1·P0)·V0_R
 //
 // After the step both halves are expressed against m1, exactly as online softmax over K0 then K1
-// would leave them, while one warpgroup's exponentials overlap the other's tensor-core work. Row
-// sums: each warpgroup accumulates the sums of the P it exponentiated, rescaled like its output.
+// would leave them, while one warpgroup's exponentials overlap the other's tensor-core work. The
+// right warpgroup rescales P0 itself (ldmatrix, FP32 multiply), so no step waits on a round trip.
+// Row sums: each warpgroup accumulates the sums of the P it exponentiated, rescaled like its output.
+//
+// Named-barrier generations: the right warpgroup syncs kLeftPReady before it arrives on
+// kRightPReady, and the left waits for kRightPReady before its next step's arrivals, so neither
+// barrier can receive the left warpgroup's arrivals of two steps at once.
 #pragma once
 
 #include "mla/dense_decode/softmax.cuh"
@@ -112,21 +115,16 @@ struct SeesawStep {
     exponentiate(s, scale_log2, m0, st.sum);
     uint32_t p[kPRegs];
     pack_p<typename T::Elem>(s, 1.0f, 1.0f, p);
+    store_p(smem.kv[even.buf][T::kPTile], rows, p);
+    named_barrier_arrive(DecodeBarrier::kLeftPReady, T::kMathThreads);
     scale_rows(st.o, a0);
     pv_from_registers<T>(p, smem.kv[even.buf][0], st.o);
 
-    uint8_t* p_even = smem.kv[even.buf][T::kPTile];
     if (pair) {
       named_barrier_sync(DecodeBarrier::kRightPReady, T::kMathThreads);
       float a1[2];
       read_rows(smem.right_scale, a1);
       read_rows(smem.right_max, st.m);
-      uint32_t p_scaled[kPRegs];
-      pack_p<typename T::Elem>(s, a1[0], a1[1], p_scaled);
-      store_p(p_even, rows, p_scaled);
-      fence_shared_for_async_proxy();
-      named_barrier_arrive(DecodeBarrier::kLeftPReady, T::kMathThreads);
-
       cute::warpgroup_wait<0>();
       fence_accumulators(st.o);
       fence_operands(p);
@@ -142,9 +140,6 @@ struct SeesawStep {
       release_tiles<T>(smem, odd.buf, 0, 3, lane);
       release_tiles<T>(smem, odd.buf, T::kPTile, T::kPTile, lane);
     } else {
-      store_p(p_even, rows, p);
-      fence_shared_for_async_proxy();
-      named_barrier_arrive(DecodeBarrier::kLeftPReady, T::kMathThreads);
       st.m[0] = m0[0];
       st.m[1] = m0[1];
       cute::warpgroup_wait<0>();
@@ -157,6 +152,8 @@ struct SeesawStep {
   // Right warpgroup: when `pair`, the odd block's scores and P·V_R; always the even block's P·V_R.
   __device__ __forceinline__ void right(SeesawState& st, KvBlockSlot even, KvBlockSlot odd, int block, bool pair,
                                         bool last_scores_of_request) {
+    float a1[2] = {1.0f, 1.0f};
+    uint32_t p[kPRegs];
     if (pair) {
       float s[kScoreAccs];
       scores<true>(odd, block + 1, s, DecodeBarrier::kRightTailZeroed);
@@ -165,7 +162,7 @@ struct SeesawStep {
       row_max(s, scale_log2, mx);
 
       named_barrier_sync(DecodeBarrier::kLeftMaxReady, T::kMathThreads);
-      float m0[2], a0[2], m1[2], a1[2], a01[2];
+      float m0[2], a0[2], m1[2], a01[2];
       read_rows(smem.left_max, m0);
       read_rows(smem.left_scale, a0);
 #pragma unroll
@@ -176,22 +173,18 @@ struct SeesawStep {
         st.sum[h] *= a01[h];
       }
       exponentiate(s, scale_log2, m1, st.sum);
-      uint32_t p[kPRegs];
       pack_p<typename T::Elem>(s, 1.0f, 1.0f, p);
       store_p(smem.kv[odd.buf][T::kPTile], rows, p);
       publish_rows(smem.right_max, m1);
       publish_rows(smem.right_scale, a1);
-      fence_shared_for_async_proxy();
+      fence_shared_for_async_proxy();  // P1 is read by the left warpgroup's wgmma
+      named_barrier_sync(DecodeBarrier::kLeftPReady, T::kMathThreads);
       named_barrier_arrive(DecodeBarrier::kRightPReady, T::kMathThreads);
 
       scale_rows(st.o, a01);
       pv_from_registers<T>(p, smem.kv[odd.buf][4], st.o);
       st.m[0] = m1[0];
       st.m[1] = m1[1];
-      finish_even_block(st, even);
-      cute::warpgroup_wait<1>();
-      fence_operands(p);
-      release_tiles<T>(smem, odd.buf, 4, 7, lane);
     } else {
       named_barrier_sync(DecodeBarrier::kLeftMaxReady, T::kMathThreads);
       float a0[2];
@@ -200,19 +193,24 @@ struct SeesawStep {
       st.sum[0] *= a0[0];
       st.sum[1] *= a0[1];
       scale_rows(st.o, a0);
-      finish_even_block(st, even);
+      named_barrier_sync(DecodeBarrier::kLeftPReady, T::kMathThreads);
+    }
+
+    // O_R += (a1·P0)·V0_R
+    uint32_t p0[kPRegs];
+    load_p<typename T::Elem>(smem.kv[even.buf][T::kPTile], thread_in_wg, a1, p0);
+#pragma unroll
+    for (int t = 4; t < 8; ++t) smem.kv_full[even.buf][t].wait(even.phase);
+    pv_from_registers<T>(p0, smem.kv[even.buf][4], st.o);
+    if (pair) {
+      cute::warpgroup_wait<1>();
+      fence_operands(p);
+      release_tiles<T>(smem, odd.buf, 4, 7, lane);
     }
     cute::warpgroup_wait<0>();
     fence_accumulators(st.o);
+    fence_operands(p0);
     release_tiles<T>(smem, even.buf, 4, T::kPTile, lane);
-  }
-
-  // O_R += (a1·P0)·V0_R once the left warpgroup has handed P0 over.
-  __device__ __forceinline__ void finish_even_block(SeesawState& st, KvBlockSlot even) {
-    named_barrier_sync(DecodeBarrier::kLeftPReady, T::kMathThreads);
-#pragma unroll
-    for (int t = 4; t < 8; ++t) smem.kv_full[even.buf][t].wait(even.phase);
-    pv_from_smem<T>(smem.kv[even.buf][T::kPTile], smem.kv[even.buf][4], st.o);
   }
 };
 

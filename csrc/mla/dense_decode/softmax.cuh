@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include <cute/arch/mma_sm90_gmma.hpp>
 
@@ -150,6 +151,41 @@ __device__ __forceinline__ void store_p(uint8_t* tile, const ThreadRows& rows, c
       const uint32_t addr = base + r * 128 + ((j ^ (r & 7)) << 4) + 4 * rows.quad_lane;
       asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(frag[2 * j + h]) : "memory");
     }
+  }
+}
+
+// Reads a P tile written by store_p back as A fragments (ldmatrix.x4 per k-step: the four 8×8
+// matrices are exactly a0..a3 of the 64×16 slice), scaled per row by `scale` in FP32.
+template <typename Elem>
+__device__ __forceinline__ void load_p(const uint8_t* tile, int thread_in_wg, const float (&scale)[2],
+                                       uint32_t (&frag)[kPRegs]) {
+  const int lane = thread_in_wg % 32;
+  const int matrix = lane / 8;
+  const int r = (thread_in_wg / 32) * 16 + lane % 8 + 8 * (matrix & 1);
+  const uint32_t row_base = cute::cast_smem_ptr_to_uint(tile) + r * 128;
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    const int chunk = 2 * ks + (matrix >> 1);
+    const uint32_t addr = row_base + ((chunk ^ (r & 7)) << 4);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(frag[4 * ks]), "=r"(frag[4 * ks + 1]), "=r"(frag[4 * ks + 2]), "=r"(frag[4 * ks + 3])
+                 : "r"(addr)
+                 : "memory");
+  }
+#pragma unroll
+  for (int i = 0; i < kPRegs; ++i) {
+    const float sc = scale[i & 1];
+    float lo, hi;
+    if constexpr (std::is_same_v<Elem, __nv_bfloat16>) {
+      const __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&frag[i]);
+      lo = __bfloat162float(v.x);
+      hi = __bfloat162float(v.y);
+    } else {
+      const __half2 v = *reinterpret_cast<const __half2*>(&frag[i]);
+      lo = __half2float(v.x);
+      hi = __half2float(v.y);
+    }
+    frag[i] = pack_pair<Elem>(lo * sc, hi * sc);
   }
 }
 
