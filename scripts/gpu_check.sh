@@ -6,7 +6,8 @@
 #
 # Works without network: CUTLASS comes from (in order) CUTLASS_HOME, an installed nvidia-cutlass
 # wheel, or a wheel file carried in .whl/ (unpacked, not pip-installed: only its headers are needed).
-# Environment: MAX_JOBS (default: all cores), HOPPERKIT_BENCH=0 skips the benchmark,
+# Environment: MAX_JOBS (default: all cores), HOPPERKIT_BENCH=0 skips the benchmark, =full runs the
+# full MLA shape list instead of the quick one,
 # HOPPERKIT_SKIP_BUILD=1 reuses the extension already built in the tree.
 set -uo pipefail
 
@@ -84,7 +85,9 @@ python3 -m pytest -q -rs "$@" 2>&1 | tee "$LOG/pytest.txt"
 
 if [ "${HOPPERKIT_BENCH:-1}" != "0" ]; then
   step "quick benchmark"
-  python3 benchmarks/bench_mla.py --quick --json "$LOG/bench_mla.json" 2>&1 | tee "$LOG/bench_mla.txt"
+  mla_shapes=--quick
+  [ "${HOPPERKIT_BENCH:-1}" = "full" ] && mla_shapes=""
+  python3 benchmarks/bench_mla.py $mla_shapes --json "$LOG/bench_mla.json" 2>&1 | tee "$LOG/bench_mla.txt"
   [ "${PIPESTATUS[0]}" = "0" ] || status=1
   python3 benchmarks/bench_gemm.py --quick --only dense 2>/dev/null | tee "$LOG/bench_gemm.txt"
   [ "${PIPESTATUS[0]}" = "0" ] || status=1
