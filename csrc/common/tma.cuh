@@ -27,6 +27,12 @@ __device__ __forceinline__ void tma_load_2d_multicast(const CUtensorMap* map, ui
   cute::SM90_TMA_LOAD_MULTICAST_2D::copy(map, bar, cta_mask, static_cast<uint64_t>(hint), smem, inner, outer);
 }
 
+// Loads the box at coordinates (c0, c1, c2) of a 3-D tensor map; c0 is the innermost dimension.
+__device__ __forceinline__ void tma_load_3d(const CUtensorMap* map, uint64_t* bar, void* smem, int32_t c0, int32_t c1,
+                                            int32_t c2, CacheHint hint = CacheHint::kEvictNormal) {
+  cute::SM90_TMA_LOAD_3D::copy(map, bar, static_cast<uint64_t>(hint), smem, c0, c1, c2);
+}
+
 // Loads the box at coordinates (c0, c1, c2, c3) of a 4-D tensor map; c0 is the innermost dimension.
 // Coordinates outside the tensor (negative included) read as zeros without faulting.
 __device__ __forceinline__ void tma_load_4d(const CUtensorMap* map, uint64_t* bar, void* smem, int32_t c0, int32_t c1,

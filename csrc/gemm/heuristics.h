@@ -11,7 +11,9 @@ namespace hopperkit::gemm {
 // × the time of one tile, where a tile's time is its MMA work over a relative efficiency. Small
 // tiles balance the last wave better but feed the tensor cores less per byte of shared memory.
 // PERF: the efficiencies are first estimates, to be replaced by measured ratios (bench_gemm.py).
-inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms) {
+// `m` is the row count of one problem; `groups` independent problems of that size share the grid
+// (the masked MoE layout), and only the normal layout may use clusters.
+inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, int groups = 1, bool allow_cluster = true) {
   struct Candidate {
     int block_m, block_n;
     double efficiency;
@@ -26,7 +28,8 @@ inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms) {
   double best_cost = INFINITY;
   for (const Candidate& c : kCandidates) {
     if (c.block_m == 128 && m <= 64) continue;  // half the rows would be padding
-    const long tiles = static_cast<long>((m + c.block_m - 1) / c.block_m) * ((n + c.block_n - 1) / c.block_n);
+    const long tiles =
+        static_cast<long>(groups) * ((m + c.block_m - 1) / c.block_m) * ((n + c.block_n - 1) / c.block_n);
     const long waves = (tiles + num_sms - 1) / num_sms;
     const double cost = static_cast<double>(waves) * c.block_m * c.block_n / c.efficiency;
     if (cost < best_cost) {
@@ -37,7 +40,7 @@ inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms) {
   // Multicast B across CTA pairs on adjacent M blocks whenever every pair has a partner: it halves
   // B's share of L2 traffic, which bounds 128-row tiles at full tensor-core rate.
   const int m_blocks = (m + best.block_m - 1) / best.block_m;
-  if (best.block_m == 128 && m_blocks % 2 == 0) best.cluster_m = 2;
+  if (allow_cluster && groups == 1 && best.block_m == 128 && m_blocks % 2 == 0) best.cluster_m = 2;
   return best;
 }
 

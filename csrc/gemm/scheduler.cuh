@@ -7,6 +7,10 @@
 // stay resident in L2 while the wave runs.
 #pragma once
 
+#include <cstdint>
+
+#include "gemm/fp8_1d2d/params.h"
+
 namespace hopperkit::gemm {
 
 template <int kBlockM, int kBlockN, int kBandM = 16>
@@ -32,5 +36,42 @@ struct TileScheduler {
     return true;
   }
 };
+
+// What the scheduler's M block `m_block` (of BLOCK_M rows) is in the problem's layout.
+struct MBlockRows {
+  int group;       // B/SFB group of the block; -1: no row of the block has a result (D rows written as 0)
+  int a_group;     // masked: the group's slab of A and D; 0 otherwise
+  int a_row;       // first row of the block within the slab
+  int store_rows;  // rows of the block inside D (the rest is past the end of the matrix or the group)
+  int valid_rows;  // rows [valid_rows, store_rows) are written as 0 (masked layout)
+  int sfa_row;     // first row of the block's scales in the SFA TMA view (+ K block)
+};
+
+template <int kBlockM>
+__device__ __forceinline__ MBlockRows resolve_m_block(const Fp8Gemm1d2dParams& p, int m_block) {
+  MBlockRows r;
+  if (p.layout == GemmLayout::kMGroupedMasked) {
+    const int blocks_per_group = (p.m + kBlockM - 1) / kBlockM;
+    r.a_group = m_block / blocks_per_group;
+    r.a_row = (m_block % blocks_per_group) * kBlockM;
+    r.store_rows = min(kBlockM, p.m - r.a_row);
+    r.valid_rows = max(0, min(r.store_rows, __ldg(p.masked_m + r.a_group) - r.a_row));
+    r.group = r.valid_rows > 0 ? r.a_group : -1;
+    r.sfa_row = r.a_group * p.sfa_rows_per_group;
+  } else {
+    r.a_group = 0;
+    r.a_row = m_block * kBlockM;
+    r.store_rows = min(kBlockM, p.m - r.a_row);
+    r.valid_rows = r.store_rows;
+    // Contiguous: segments start on multiples of 128 >= BLOCK_M, so the block's first row names its
+    // expert, and a block that starts with padding is all padding.
+    r.group = p.layout == GemmLayout::kMGroupedContiguous ? __ldg(p.m_indices + r.a_row) : 0;
+    r.sfa_row = 0;
+  }
+  // An expert id out of range (unchecked input on the fast path) must not address past B and SFB:
+  // such a block is treated as padding.
+  if (r.group >= p.num_groups) r.group = -1;
+  return r;
+}
 
 }  // namespace hopperkit::gemm

@@ -1,4 +1,5 @@
 // GEMM ops.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -20,6 +21,15 @@ void check_fp8_k_major(const at::Tensor& t, const char* name) {
                      reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0,
                  name, " must be a K-major [rows, K] FP8 tensor with 16-byte aligned rows, got shape ", t.sizes(),
                  " strides ", t.strides());
+}
+
+// Tuning knob for benchmarks: HOPPERKIT_FP8_GEMM_CONFIG=BLOCK_M,BLOCK_N,CLUSTER forces a compiled
+// configuration (dispatch refuses one that is not compiled or cannot tile this shape).
+void apply_config_override(gemm::Fp8Gemm1d2dConfig& config) {
+  if (const char* forced = std::getenv("HOPPERKIT_FP8_GEMM_CONFIG")) {
+    HK_CHECK_VALUE(std::sscanf(forced, "%d,%d,%d", &config.block_m, &config.block_n, &config.cluster_m) == 3,
+                   "HOPPERKIT_FP8_GEMM_CONFIG must be BLOCK_M,BLOCK_N,CLUSTER, got '", forced, "'");
+  }
 }
 
 }  // namespace
@@ -55,12 +65,7 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
 
   gemm::Fp8Gemm1d2dConfig config = gemm::choose_fp8_1d2d_config(static_cast<int>(m), static_cast<int>(n),
                                                                 static_cast<int>(num_sms));
-  // Tuning knob for benchmarks: HOPPERKIT_FP8_GEMM_CONFIG=BLOCK_M,BLOCK_N,CLUSTER forces a compiled
-  // configuration (dispatch refuses one that is not compiled or cannot tile this shape).
-  if (const char* forced = std::getenv("HOPPERKIT_FP8_GEMM_CONFIG")) {
-    HK_CHECK_VALUE(std::sscanf(forced, "%d,%d,%d", &config.block_m, &config.block_n, &config.cluster_m) == 3,
-                   "HOPPERKIT_FP8_GEMM_CONFIG must be BLOCK_M,BLOCK_N,CLUSTER, got '", forced, "'");
-  }
+  apply_config_override(config);
   gemm::Fp8Gemm1d2dParams p;
   p.tma_a = make_tma_2d(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, m, a.stride(0), 128, config.block_m,
                         CU_TENSOR_MAP_SWIZZLE_128B);
@@ -79,10 +84,174 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
   gemm::run_fp8_gemm_1d2d(p, config, static_cast<int>(num_sms), pdl, c10::cuda::getCurrentCUDAStream());
 }
 
+namespace {
+
+// B [G, N, K] of the grouped GEMMs, checked and mapped as a 3-D tensor (any group and row strides
+// that TMA can address), with its scales SFB [G, ⌈N/128⌉, ⌈K/128⌉].
+void check_grouped_b(const at::Tensor& b, const at::Tensor& sfb, const at::Tensor& a, int64_t k) {
+  check_cuda_tensor(b, "b", at::kFloat8_e4m3fn);
+  HK_CHECK_VALUE(b.dim() == 3 && b.size(2) == k && b.stride(2) == 1 && b.stride(1) % 16 == 0 && b.stride(0) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(b.data_ptr()) % 16 == 0,
+                 "b must be a K-major [G, N, ", k, "] FP8 tensor with 16-byte aligned rows, got shape ", b.sizes(),
+                 " strides ", b.strides());
+  const int64_t g = b.size(0), n = b.size(1);
+  HK_CHECK_VALUE(g >= 1 && g < 65536 && n >= 1 && n < INT32_MAX && n % 8 == 0, "b must have 1..65535 groups and N a positive multiple of 8, got ",
+                 b.sizes());
+  check_cuda_tensor(sfb, "sfb", at::kFloat);
+  HK_CHECK_VALUE(sfb.dim() == 3 && sfb.size(0) == g && sfb.size(1) == (n + 127) / 128 && sfb.size(2) == (k + 127) / 128,
+                 "sfb must be [", g, ", ", (n + 127) / 128, ", ", (k + 127) / 128, "], got ", sfb.sizes());
+  check_same_device(b, a, "b", "a");
+  check_same_device(sfb, a, "sfb", "a");
+}
+
+CUtensorMap grouped_b_map(const at::Tensor& b, int block_n) {
+  const uint64_t dims[3] = {static_cast<uint64_t>(b.size(2)), static_cast<uint64_t>(b.size(1)),
+                            static_cast<uint64_t>(b.size(0))};
+  const uint64_t strides[2] = {static_cast<uint64_t>(b.stride(1)), static_cast<uint64_t>(b.stride(0))};
+  const uint32_t box[3] = {128, static_cast<uint32_t>(block_n), 1};
+  return make_tma_nd<3>(b.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
+}
+
+void set_grouped_sfb(gemm::Fp8Gemm1d2dParams& p, const at::Tensor& sfb) {
+  p.sfb = sfb.data_ptr<float>();
+  p.sfb_stride_g = sfb.stride(0);
+  p.sfb_stride_n = sfb.stride(1);
+  p.sfb_stride_k = sfb.stride(2);
+}
+
+}  // namespace
+
+void m_grouped_fp8_gemm_nt_contiguous_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tensor& b,
+                                           const at::Tensor& sfb, at::Tensor& d, const at::Tensor& m_indices,
+                                           int64_t num_sms, bool pdl) {
+  check_fp8_k_major(a, "a");
+  const int64_t m = a.size(0), k = a.size(1);
+  const int64_t k_blocks = (k + 127) / 128;
+  check_grouped_b(b, sfb, a, k);
+  const int64_t g = b.size(0), n = b.size(1);
+  HK_CHECK_VALUE(m >= 1 && m < INT32_MAX && k >= 1 && k < INT32_MAX, "M and K must be in [1, 2^31), got ", m, ", ", k);
+  check_cuda_tensor(sfa, "sfa", at::kFloat);
+  const int64_t sfa_ld = (m + 3) / 4 * 4;
+  HK_CHECK_VALUE(sfa.dim() == 2 && sfa.size(0) == m && sfa.size(1) == k_blocks && (m == 1 || sfa.stride(0) == 1) &&
+                     (k_blocks == 1 || sfa.stride(1) == sfa_ld) && reinterpret_cast<uintptr_t>(sfa.data_ptr()) % 16 == 0,
+                 "sfa must be [", m, ", ", k_blocks, "] MN-major and TMA-aligned (strides (1, ", sfa_ld,
+                 "), see get_mn_major_tma_aligned_tensor), got shape ", sfa.sizes(), " strides ", sfa.strides());
+  check_cuda_tensor(d, "d", at::kBFloat16);
+  HK_CHECK_VALUE(d.dim() == 2 && d.size(0) == m && d.size(1) == n && d.stride(1) == 1 && d.stride(0) % 8 == 0 &&
+                     reinterpret_cast<uintptr_t>(d.data_ptr()) % 16 == 0,
+                 "d must be a row-major [", m, ", ", n, "] bf16 tensor with 16-byte aligned rows, got shape ", d.sizes(),
+                 " strides ", d.strides());
+  check_cuda_tensor(m_indices, "m_indices", at::kInt);
+  HK_CHECK_VALUE(m_indices.dim() == 1 && m_indices.size(0) == m && m_indices.is_contiguous(),
+                 "m_indices must be contiguous [", m, "] (one expert id per row of a), got ", m_indices.sizes());
+  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&sfa, &d, &m_indices}) check_same_device(*t, a, "all tensors", "a");
+  HK_CHECK_VALUE(num_sms >= 1 && num_sms <= 1024, "num_sms must be in [1, 1024], got ", num_sms);
+  check_sm90(a);
+  c10::cuda::CUDAGuard guard(a.device());
+
+  gemm::Fp8Gemm1d2dConfig config = gemm::choose_fp8_1d2d_config(static_cast<int>(m), static_cast<int>(n),
+                                                                static_cast<int>(num_sms), 1, /*allow_cluster=*/false);
+  apply_config_override(config);
+  HK_CHECK_VALUE(config.cluster_m == 1, "the grouped GEMMs run without clusters (HOPPERKIT_FP8_GEMM_CONFIG)");
+  gemm::Fp8Gemm1d2dParams p;
+  p.layout = gemm::GemmLayout::kMGroupedContiguous;
+  p.tma_a = make_tma_2d(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, m, a.stride(0), 128, config.block_m,
+                        CU_TENSOR_MAP_SWIZZLE_128B);
+  p.tma_b = grouped_b_map(b, config.block_n);
+  p.tma_sfa = make_tma_2d(sfa.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, m, k_blocks,
+                          k_blocks == 1 ? sfa_ld : sfa.stride(1), config.block_m, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
+  set_grouped_sfb(p, sfb);
+  p.d = reinterpret_cast<__nv_bfloat16*>(d.data_ptr());
+  p.ldd = d.stride(0);
+  p.m = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  p.k = static_cast<int>(k);
+  p.m_indices = m_indices.data_ptr<int32_t>();
+  p.num_groups = static_cast<int>(g);
+  gemm::run_fp8_gemm_1d2d(p, config, static_cast<int>(num_sms), pdl, c10::cuda::getCurrentCUDAStream());
+}
+
+void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tensor& b,
+                                       const at::Tensor& sfb, at::Tensor& d, const at::Tensor& masked_m,
+                                       int64_t expected_m, int64_t num_sms, bool pdl) {
+  check_cuda_tensor(a, "a", at::kFloat8_e4m3fn);
+  HK_CHECK_VALUE(a.dim() == 3 && a.stride(2) == 1 && a.stride(1) % 16 == 0 && a.stride(0) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(a.data_ptr()) % 16 == 0,
+                 "a must be a K-major [G, M_max, K] FP8 tensor with 16-byte aligned rows, got shape ", a.sizes(),
+                 " strides ", a.strides());
+  const int64_t g = a.size(0), m_max = a.size(1), k = a.size(2);
+  const int64_t k_blocks = (k + 127) / 128;
+  HK_CHECK_VALUE(m_max >= 1 && m_max < INT32_MAX && k >= 1 && k < INT32_MAX, "M_max and K must be in [1, 2^31), got ",
+                 m_max, ", ", k);
+  check_grouped_b(b, sfb, a, k);
+  HK_CHECK_VALUE(b.size(0) == g, "b must have ", g, " groups like a, got ", b.size(0));
+  const int64_t n = b.size(1);
+  check_cuda_tensor(sfa, "sfa", at::kFloat);
+  const int64_t sfa_ld = (m_max + 3) / 4 * 4;
+  HK_CHECK_VALUE(sfa.dim() == 3 && sfa.size(0) == g && sfa.size(1) == m_max && sfa.size(2) == k_blocks &&
+                     (m_max == 1 || sfa.stride(1) == 1) && (k_blocks == 1 || sfa.stride(2) == sfa_ld) &&
+                     (g == 1 || sfa.stride(0) == sfa_ld * k_blocks) && reinterpret_cast<uintptr_t>(sfa.data_ptr()) % 16 == 0,
+                 "sfa must be [", g, ", ", m_max, ", ", k_blocks, "] MN-major and TMA-aligned (strides (",
+                 sfa_ld * k_blocks, ", 1, ", sfa_ld, "), see get_mn_major_tma_aligned_tensor), got shape ", sfa.sizes(),
+                 " strides ", sfa.strides());
+  check_cuda_tensor(d, "d", at::kBFloat16);
+  HK_CHECK_VALUE(d.dim() == 3 && d.size(0) == g && d.size(1) == m_max && d.size(2) == n && d.stride(2) == 1 &&
+                     d.stride(1) % 8 == 0 && d.stride(0) % 8 == 0 && reinterpret_cast<uintptr_t>(d.data_ptr()) % 16 == 0,
+                 "d must be a row-major [", g, ", ", m_max, ", ", n, "] bf16 tensor with 16-byte aligned rows, got shape ",
+                 d.sizes(), " strides ", d.strides());
+  check_cuda_tensor(masked_m, "masked_m", at::kInt);
+  HK_CHECK_VALUE(masked_m.dim() == 1 && masked_m.size(0) == g && masked_m.is_contiguous(), "masked_m must be contiguous [",
+                 g, "], got ", masked_m.sizes());
+  HK_CHECK_VALUE(expected_m >= 1, "expected_m must be positive, got ", expected_m);
+  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&sfa, &d, &masked_m}) check_same_device(*t, a, "all tensors", "a");
+  HK_CHECK_VALUE(num_sms >= 1 && num_sms <= 1024, "num_sms must be in [1, 1024], got ", num_sms);
+  check_sm90(a);
+  c10::cuda::CUDAGuard guard(a.device());
+
+  gemm::Fp8Gemm1d2dConfig config =
+      gemm::choose_fp8_1d2d_config(static_cast<int>(std::min(expected_m, m_max)), static_cast<int>(n),
+                                   static_cast<int>(num_sms), static_cast<int>(g), /*allow_cluster=*/false);
+  apply_config_override(config);
+  HK_CHECK_VALUE(config.cluster_m == 1, "the grouped GEMMs run without clusters (HOPPERKIT_FP8_GEMM_CONFIG)");
+  gemm::Fp8Gemm1d2dParams p;
+  p.layout = gemm::GemmLayout::kMGroupedMasked;
+  {
+    const uint64_t dims[3] = {static_cast<uint64_t>(k), static_cast<uint64_t>(m_max), static_cast<uint64_t>(g)};
+    const uint64_t strides[2] = {static_cast<uint64_t>(a.stride(1)), static_cast<uint64_t>(a.stride(0))};
+    const uint32_t box[3] = {128, static_cast<uint32_t>(config.block_m), 1};
+    p.tma_a = make_tma_nd<3>(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
+  }
+  p.tma_b = grouped_b_map(b, config.block_n);
+  // SFA as a 2-D [G·⌈K/128⌉, M_max] view of its MN-major storage (row stride align(M_max, 4)).
+  p.tma_sfa = make_tma_2d(sfa.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, m_max, g * k_blocks, sfa_ld,
+                          config.block_m, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
+  p.sfa_rows_per_group = static_cast<int>(k_blocks);
+  set_grouped_sfb(p, sfb);
+  p.d = reinterpret_cast<__nv_bfloat16*>(d.data_ptr());
+  p.ldd = d.stride(1);
+  p.ldd_group = d.stride(0);
+  p.m = static_cast<int>(m_max);
+  p.n = static_cast<int>(n);
+  p.k = static_cast<int>(k);
+  p.masked_m = masked_m.data_ptr<int32_t>();
+  p.num_groups = static_cast<int>(g);
+  gemm::run_fp8_gemm_1d2d(p, config, static_cast<int>(num_sms), pdl, c10::cuda::getCurrentCUDAStream());
+}
+
 }  // namespace hopperkit::ops
 
 TORCH_LIBRARY_FRAGMENT(hopperkit, m) {
   m.def("fp8_gemm_nt_1d2d(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int num_sms, bool pdl=False) -> ()");
+  m.def(
+      "m_grouped_fp8_gemm_nt_contiguous_1d2d(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, "
+      "Tensor m_indices, int num_sms, bool pdl=False) -> ()");
+  m.def(
+      "m_grouped_fp8_gemm_nt_masked_1d2d(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor masked_m, "
+      "int expected_m, int num_sms, bool pdl=False) -> ()");
 }
 
-TORCH_LIBRARY_IMPL(hopperkit, CUDA, m) { m.impl("fp8_gemm_nt_1d2d", &hopperkit::ops::fp8_gemm_nt_1d2d); }
+TORCH_LIBRARY_IMPL(hopperkit, CUDA, m) {
+  m.impl("fp8_gemm_nt_1d2d", &hopperkit::ops::fp8_gemm_nt_1d2d);
+  m.impl("m_grouped_fp8_gemm_nt_contiguous_1d2d", &hopperkit::ops::m_grouped_fp8_gemm_nt_contiguous_1d2d);
+  m.impl("m_grouped_fp8_gemm_nt_masked_1d2d", &hopperkit::ops::m_grouped_fp8_gemm_nt_masked_1d2d);
+}

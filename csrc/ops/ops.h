@@ -24,6 +24,14 @@ std::tuple<at::Tensor, at::Tensor> mla_dense_decode(const at::Tensor& q, const a
                                                     const at::Tensor& tile_scheduler_metadata,
                                                     const at::Tensor& num_splits, double softmax_scale, bool causal);
 
+// MoE grouped FP8 GEMMs, 1d2d recipe (gemm.cpp); sfa already MN-major and TMA-aligned.
+void m_grouped_fp8_gemm_nt_contiguous_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tensor& b,
+                                           const at::Tensor& sfb, at::Tensor& d, const at::Tensor& m_indices,
+                                           int64_t num_sms, bool pdl);
+void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tensor& b,
+                                       const at::Tensor& sfb, at::Tensor& d, const at::Tensor& masked_m,
+                                       int64_t expected_m, int64_t num_sms, bool pdl);
+
 // FP8 casts (quant.cpp): (float8_e4m3fn [m, n], float32 scales). Per-token scales are [m, ceil(n/128)]
 // with strides (1, align(m, 4)); per-block scales are [ceil(m/128), ceil(n/128)] contiguous.
 std::tuple<at::Tensor, at::Tensor> per_token_cast_to_fp8(const at::Tensor& x, bool use_ue8m0);

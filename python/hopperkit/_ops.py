@@ -33,8 +33,8 @@ PUBLIC_OP_KERNELS: dict[str, Optional[str]] = {
     "dequantize_kv_cache": None,
     "fp8_gemm_nt": "fp8_gemm_nt_1d2d",  # the 1d2d recipe; 1d1d still runs the reference
     "bf16_gemm_nt": None,
-    "m_grouped_fp8_gemm_nt_contiguous": None,
-    "m_grouped_fp8_gemm_nt_masked": None,
+    "m_grouped_fp8_gemm_nt_contiguous": "m_grouped_fp8_gemm_nt_contiguous_1d2d",
+    "m_grouped_fp8_gemm_nt_masked": "m_grouped_fp8_gemm_nt_masked_1d2d",
     "k_grouped_fp8_gemm_nt_contiguous": None,
     "m_grouped_bf16_gemm_nt_contiguous": None,
     "m_grouped_bf16_gemm_nt_masked": None,
@@ -90,6 +90,14 @@ if EXTENSION_LOADED:
                                softmax_scale, causal):
         b, s_q, h_q, _ = q.shape
         return q.new_empty((b, s_q, h_q, 512)), q.new_empty((b, h_q, s_q), dtype=torch.float32)
+
+    @torch.library.register_fake("hopperkit::m_grouped_fp8_gemm_nt_contiguous_1d2d")
+    def _m_grouped_contiguous_fake(a, sfa, b, sfb, d, m_indices, num_sms, pdl=False) -> None:
+        return None
+
+    @torch.library.register_fake("hopperkit::m_grouped_fp8_gemm_nt_masked_1d2d")
+    def _m_grouped_masked_fake(a, sfa, b, sfb, d, masked_m, expected_m, num_sms, pdl=False) -> None:
+        return None
 
     @torch.library.register_fake("hopperkit::mla_combine")
     def _mla_combine_fake(o_accum, lse_accum, num_splits, out, lse, attn_sink, pdl=True) -> None:

@@ -234,6 +234,10 @@ def m_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, m_indi
         _check_m_indices(m_indices, G, device, kernel)
     if M == 0 or N == 0:
         return
+    if kernel and G > 0 and K > 0:
+        torch.ops.hopperkit.m_grouped_fp8_gemm_nt_contiguous_1d2d(
+            A, get_mn_major_tma_aligned_tensor(SFA), B, SFB, d, m_indices, get_num_sms(device), get_pdl())
+        return
     d.copy_(_ref.m_grouped_fp8_gemm_nt_contiguous(A, SFA, B, SFB, m_indices))
 
 
@@ -266,8 +270,13 @@ def m_grouped_fp8_gemm_nt_masked(a: tuple, b: tuple, d: torch.Tensor, masked_m: 
     check_tensor("b[1]", SFB, dtype=torch.float32, shape=(G, _cdiv(N, 128), _cdiv(K, 128)))
     _check_output("d", d, torch.bfloat16, (G, M_max, N))
     device = check_same_device([("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("d", d)])
-    _check_masked_m(masked_m, G, M_max, expected_m, device, _ops.use_kernel("m_grouped_fp8_gemm_nt_masked", device))
+    kernel = _ops.use_kernel("m_grouped_fp8_gemm_nt_masked", device)
+    _check_masked_m(masked_m, G, M_max, expected_m, device, kernel)
     if d.numel() == 0:
+        return
+    if kernel and K > 0:
+        torch.ops.hopperkit.m_grouped_fp8_gemm_nt_masked_1d2d(
+            A, get_mn_major_tma_aligned_tensor(SFA), B, SFB, d, masked_m, expected_m, get_num_sms(device), get_pdl())
         return
     d.copy_(_ref.m_grouped_fp8_gemm_nt_masked(A, SFA, B, SFB, masked_m))
 

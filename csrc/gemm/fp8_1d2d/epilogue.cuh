@@ -7,23 +7,37 @@
 
 namespace hopperkit::gemm {
 
+// Rows without a result (contiguous padding rows, masked rows past masked_m[g], whole blocks with
+// group -1 whose `total` is zero) are written as 0.
 template <class T>
 __device__ __forceinline__ void store_tile(const Fp8Gemm1d2dParams& p, int warpgroup, AccumulatorRows rows,
-                                           int m_block, int n_block, const float (&total)[T::kBlockN / 2]) {
+                                           const MBlockRows& block, int n_block, const float (&total)[T::kBlockN / 2]) {
   const int lane = threadIdx.x % 32;
-  const int row_a = m_block * T::kBlockM + warpgroup * 64 + rows.row0, row_b = row_a + 8;
+  const int r_a = warpgroup * 64 + rows.row0, r_b = r_a + 8;  // rows within the block
+  const bool store_a = r_a < block.store_rows, store_b = r_b < block.store_rows;
+  bool keep_a = r_a < block.valid_rows, keep_b = r_b < block.valid_rows;
+  if (p.layout == GemmLayout::kMGroupedContiguous) {
+    keep_a = store_a && block.group >= 0 && __ldg(p.m_indices + block.a_row + r_a) >= 0;
+    keep_b = store_b && block.group >= 0 && __ldg(p.m_indices + block.a_row + r_b) >= 0;
+  }
   const int col0 = n_block * T::kBlockN + 2 * (lane % 4);
-  __nv_bfloat16* d_a = p.d + static_cast<int64_t>(row_a) * p.ldd;
-  __nv_bfloat16* d_b = p.d + static_cast<int64_t>(row_b) * p.ldd;
+  __nv_bfloat16* d_slab = p.d + block.a_group * p.ldd_group;
+  __nv_bfloat16* d_a = d_slab + static_cast<int64_t>(block.a_row + r_a) * p.ldd;
+  __nv_bfloat16* d_b = d_slab + static_cast<int64_t>(block.a_row + r_b) * p.ldd;
 #pragma unroll
   for (int j = 0; j < T::kBlockN / 8; ++j) {
     const int col = col0 + 8 * j;
-    // N % 8 == 0 (checked on the host), so col < N implies col + 1 < N.
+    // N % 8 == 0 (checked on the host), so col < N implies col + 1 < N. Padding rows may hold NaN
+    // (garbage A rows): select, never multiply.
     if (col < p.n) {
-      if (row_a < p.m)
-        *reinterpret_cast<__nv_bfloat162*>(d_a + col) = __floats2bfloat162_rn(total[4 * j + 0], total[4 * j + 1]);
-      if (row_b < p.m)
-        *reinterpret_cast<__nv_bfloat162*>(d_b + col) = __floats2bfloat162_rn(total[4 * j + 2], total[4 * j + 3]);
+      if (store_a) {
+        const float x = keep_a ? total[4 * j + 0] : 0.0f, y = keep_a ? total[4 * j + 1] : 0.0f;
+        *reinterpret_cast<__nv_bfloat162*>(d_a + col) = __floats2bfloat162_rn(x, y);
+      }
+      if (store_b) {
+        const float x = keep_b ? total[4 * j + 2] : 0.0f, y = keep_b ? total[4 * j + 3] : 0.0f;
+        *reinterpret_cast<__nv_bfloat162*>(d_b + col) = __floats2bfloat162_rn(x, y);
+      }
     }
   }
 }

@@ -40,7 +40,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
   // compiler keeps emitting shared (not generic) loads for the scales.
   const uint32_t misalignment = cute::cast_smem_ptr_to_uint(smem_raw) & 1023u;
   auto& smem = *reinterpret_cast<typename T::SharedStorage*>(smem_raw + ((1024u - misalignment) & 1023u));
-  const int warpgroup = threadIdx.x / 128;
+  // Broadcast from lane 0 so the compiler sees the role as warp-uniform (wgmma in a branch it
+  // considers divergent is serialized, ptxas C7520).
+  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   const Fp8GemmRole role = warpgroup == T::kMathWarpgroups ? Fp8GemmRole::kProducer : Fp8GemmRole::kMath;
 
   if (threadIdx.x == T::kMathThreads) {
@@ -55,7 +57,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
   // With PDL the previous kernel (e.g. the activation cast) may still be writing A and its scales.
   pdl_wait_for_prerequisites();
 
-  TileScheduler<T::kBlockM, T::kBlockN> scheduler(p.m, p.n);
+  TileScheduler<T::kBlockM, T::kBlockN> scheduler(p.sched_rows, p.n);
   const int num_k_blocks = (p.k + T::kBlockK - 1) / T::kBlockK;
   PipelineState<T::kStages> st;
   int m_block, n_block;
@@ -63,15 +65,27 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
   if (role == Fp8GemmRole::kProducer) {
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegisters>();
     if (threadIdx.x == T::kMathThreads) {
-      while (scheduler.next(m_block, n_block)) produce_tile<T>(p, smem, st, m_block, n_block, num_k_blocks);
+      while (scheduler.next(m_block, n_block)) {
+        const MBlockRows block = resolve_m_block<T::kBlockM>(p, m_block);
+        if (block.group >= 0) produce_tile<T>(p, smem, st, block, n_block, num_k_blocks);
+      }
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<T::kMathRegisters>();
     const AccumulatorRows rows(threadIdx.x % 128);
     float total[T::kBlockN / 2];
     while (scheduler.next(m_block, n_block)) {
-      mma_tile<T>(p, smem, st, warpgroup, rows, n_block, num_k_blocks, total);
-      store_tile<T>(p, warpgroup, rows, m_block, n_block, total);
+      const MBlockRows block = resolve_m_block<T::kBlockM>(p, m_block);
+      // Warp-uniform for the compiler too (see the role above); blocks without any result row
+      // (padding, or past masked_m) skip the mainloop and store zeros.
+      const int group = __shfl_sync(0xffffffffu, block.group, 0);
+      if (group >= 0) {
+        mma_tile<T>(p, smem, st, warpgroup, rows, group, n_block, num_k_blocks, total);
+      } else {
+#pragma unroll
+        for (int i = 0; i < T::kBlockN / 2; ++i) total[i] = 0.0f;
+      }
+      store_tile<T>(p, warpgroup, rows, block, n_block, total);
     }
   }
   // Neither CTA of a cluster may exit while the other can still multicast into its shared memory

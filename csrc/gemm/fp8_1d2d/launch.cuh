@@ -7,12 +7,20 @@
 namespace hopperkit::gemm {
 
 template <int kBlockM, int kBlockN, int kClusterM>
-void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params, int num_sms, bool pdl, cudaStream_t stream) {
+void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params_in, int num_sms, bool pdl, cudaStream_t stream) {
   using T = Fp8Gemm1d2dTraits<kBlockM, kBlockN, kClusterM>;
-  const int m_blocks = (params.m + kBlockM - 1) / kBlockM;
+  Fp8Gemm1d2dParams params = params_in;
+  // The masked layout tiles every group's M_max rows separately: its M blocks never span groups.
+  params.sched_rows = params.layout == GemmLayout::kMGroupedMasked
+                          ? params.num_groups * ((params.m + kBlockM - 1) / kBlockM) * kBlockM
+                          : params.m;
+  const int m_blocks = (params.sched_rows + kBlockM - 1) / kBlockM;
   const int tiles = m_blocks * ((params.n + kBlockN - 1) / kBlockN);
-  // Pairs must always find a partner tile in the same N block (see TileScheduler).
+  // Pairs must always find a partner tile in the same N block (see TileScheduler), and multicast
+  // is only valid between tiles of one B matrix.
   HK_CHECK(kClusterM == 1 || m_blocks % kClusterM == 0, "multicast GEMM needs an even number of M blocks");
+  HK_CHECK(kClusterM == 1 || params.layout == GemmLayout::kNormal, "multicast GEMM is for the normal layout only");
+  if (tiles == 0) return;
   int grid = tiles < num_sms ? tiles : num_sms;
   grid -= grid % kClusterM;
   LaunchConfig cfg;

@@ -7,6 +7,7 @@
 #include "common/tma.cuh"
 #include "common/wgmma.cuh"
 #include "gemm/fp8_1d2d/params.h"
+#include "gemm/scheduler.cuh"
 
 namespace hopperkit::gemm {
 
@@ -14,19 +15,33 @@ namespace hopperkit::gemm {
 // ring: A [BLOCK_M × 128], B [BLOCK_N × 128] and the BLOCK_M A scales of the block.
 template <class T>
 __device__ __forceinline__ void produce_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
-                                             PipelineState<T::kStages>& st, int m_block, int n_block, int num_k_blocks) {
+                                             PipelineState<T::kStages>& st, const MBlockRows& rows, int n_block,
+                                             int num_k_blocks) {
   constexpr uint32_t kTxBytes = T::kBytesA + T::kBytesB + T::kBytesSFA;
+  // Grouped layouts read B (and, masked, A) through 3-D maps: a tile reaching past N or M_max
+  // reads TMA's zeros, never the next group.
+  const bool grouped_b = p.layout != GemmLayout::kNormal;
+  const bool grouped_a = p.layout == GemmLayout::kMGroupedMasked;
+  const int b_row = n_block * T::kBlockN;
   for (int kb = 0; kb < num_k_blocks; ++kb) {
     smem.barriers.producer_acquire(st, kTxBytes);
     uint64_t* full = smem.barriers.full_barrier(st);
-    tma_load_2d(&p.tma_a, full, smem.a[st.stage], kb * T::kBlockK, m_block * T::kBlockM);
-    if constexpr (T::kClusterM == 1) {
-      tma_load_2d(&p.tma_b, full, smem.b[st.stage], kb * T::kBlockK, n_block * T::kBlockN);
-    } else if (cute::block_rank_in_cluster() == 0) {
-      tma_load_2d_multicast(&p.tma_b, full, smem.b[st.stage], kb * T::kBlockK, n_block * T::kBlockN,
-                            (1 << T::kClusterM) - 1);
+    const int k0 = kb * T::kBlockK;
+    if (grouped_a) {
+      tma_load_3d(&p.tma_a, full, smem.a[st.stage], k0, rows.a_row, rows.a_group);
+    } else {
+      tma_load_2d(&p.tma_a, full, smem.a[st.stage], k0, rows.a_row);
     }
-    tma_load_2d(&p.tma_sfa, full, smem.sfa[st.stage], m_block * T::kBlockM, kb);
+    if constexpr (T::kClusterM == 1) {
+      if (grouped_b) {
+        tma_load_3d(&p.tma_b, full, smem.b[st.stage], k0, b_row, rows.group);
+      } else {
+        tma_load_2d(&p.tma_b, full, smem.b[st.stage], k0, b_row);
+      }
+    } else if (cute::block_rank_in_cluster() == 0) {
+      tma_load_2d_multicast(&p.tma_b, full, smem.b[st.stage], k0, b_row, (1 << T::kClusterM) - 1);
+    }
+    tma_load_2d(&p.tma_sfa, full, smem.sfa[st.stage], rows.a_row, rows.sfa_row + kb);
     st.advance();
   }
 }
@@ -45,7 +60,7 @@ struct AccumulatorRows {
 template <class T>
 __device__ __forceinline__ void mma_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
                                          PipelineState<T::kStages>& st, int warpgroup, AccumulatorRows rows,
-                                         int n_block, int num_k_blocks, float (&total)[T::kBlockN / 2]) {
+                                         int group, int n_block, int num_k_blocks, float (&total)[T::kBlockN / 2]) {
   float acc[T::kBlockN / 2];
 #pragma unroll
   for (int i = 0; i < T::kBlockN / 2; ++i) total[i] = acc[i] = 0.0f;
@@ -55,8 +70,9 @@ __device__ __forceinline__ void mma_tile(const Fp8Gemm1d2dParams& p, typename T:
   const int n0 = n_block * T::kBlockN;
   const int split = 128 - n0 % 128;
   const int last_row = (p.n + 127) / 128 - 1;
-  const float* sfb_lo = p.sfb + (n0 / 128) * p.sfb_stride_n;
-  const float* sfb_hi = p.sfb + min(n0 / 128 + 1, last_row) * p.sfb_stride_n;
+  const float* sfb = p.sfb + group * p.sfb_stride_g;
+  const float* sfb_lo = sfb + (n0 / 128) * p.sfb_stride_n;
+  const float* sfb_hi = sfb + min(n0 / 128 + 1, last_row) * p.sfb_stride_n;
   const int lane = threadIdx.x % 32;
 
   for (int kb = 0; kb < num_k_blocks; ++kb) {

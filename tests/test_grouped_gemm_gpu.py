@@ -1,0 +1,179 @@
+"""GPU tests of the MoE grouped FP8 GEMMs (1d2d recipe) on an SM90 device:
+``m_grouped_fp8_gemm_nt_contiguous`` (m_indices and psum layouts) and ``m_grouped_fp8_gemm_nt_masked``.
+
+DeepGEMM's (N, K) list with group counts and per-group rows drawn like its tests (expected × U(0.7, 1.3)),
+kept small enough that the PyTorch reference stays fast. Every case:
+- poisons D with NaN and fills A's padding rows (contiguous: rows with id -1; masked: rows at or past
+  masked_m[g]) and their scales with NaN, which must reach no valid row;
+- checks valid rows against the product of the unquantized inputs (calc_diff < 1e-3) and against
+  ``hopperkit.reference.gemm.fp8_gemm_nt`` on the same FP8 operands (< 1e-5), group by group;
+- checks that every other row of D is exactly 0 (the documented contract).
+Plus empty groups, counts below 64, a CUDA graph of the masked GEMM replayed with new masked_m, and
+bitwise repeatability.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+
+import pytest
+import torch
+
+import hopperkit
+from hopperkit.reference import gemm as ref_gemm
+from hopperkit.testing import calc_diff, poison_
+
+pytestmark = pytest.mark.gpu
+
+NKS = ((6144, 7168), (7168, 3072), (4096, 4096), (4096, 2048))
+QUANT_TOL = 1e-3
+REF_TOL = 1e-5
+ALIGN = 128
+
+
+def _gen(*key: object) -> torch.Generator:
+    return torch.Generator(device="cuda").manual_seed(zlib.crc32(repr(key).encode()))
+
+
+def _operand(gen: torch.Generator, *shape: int) -> torch.Tensor:
+    """BF16 randn with a random magnitude per 128-column block (a misapplied scale shows)."""
+    x = torch.randn(*shape, generator=gen, device="cuda")
+    f = torch.exp(0.5 * torch.randn(*shape[:-1], -(-shape[-1] // 128), generator=gen, device="cuda"))
+    return (x * f.repeat_interleave(128, -1)[..., : shape[-1]]).to(torch.bfloat16)
+
+
+def _quant_b(b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    pairs = [hopperkit.per_block_cast_to_fp8(b[g]) for g in range(b.shape[0])]
+    return torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs])
+
+
+def _check_rows(name: str, d: torch.Tensor, a: torch.Tensor, a_fp8, sfa, b: torch.Tensor, b_fp8, sfb) -> None:
+    """d, a, a_fp8, sfa: one group's valid rows; b, b_fp8, sfb: its expert."""
+    if d.shape[0] == 0:
+        return
+    assert not torch.isnan(d).any(), f"{name}: NaN in valid rows"
+    diff = calc_diff(d, a.float() @ b.float().T)
+    assert diff < QUANT_TOL, f"{name}: calc_diff vs the unquantized product {diff:.3g}"
+    ref = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, None, recipe=(1, 128, 128), out_dtype=torch.bfloat16)
+    diff = calc_diff(d, ref)
+    assert diff < REF_TOL, f"{name}: calc_diff vs hopperkit.reference {diff:.3g}"
+
+
+def _contiguous_case(g: int, expected: int, n: int, k: int, psum: bool, seed: int = 0):
+    gen = _gen("contiguous", g, expected, n, k, seed)
+    rnd = random.Random(zlib.crc32(repr(("c", g, expected, n, k, seed)).encode()))
+    counts = [int(expected * rnd.uniform(0.7, 1.3)) for _ in range(g)]
+    if g > 2:
+        counts[1] = 0  # an empty expert
+        counts[2] = min(counts[2], 37)  # fewer rows than a tile
+    starts, m = [], 0
+    for c in counts:
+        starts.append(m)
+        m += -(-c // ALIGN) * ALIGN
+    m_indices = torch.full((m,), -1, dtype=torch.int32)
+    for e, (s, c) in enumerate(zip(starts, counts)):
+        m_indices[s : s + c] = e
+    a = _operand(gen, m, k)
+    b = _operand(gen, g, n, k)
+    a_fp8, sfa = hopperkit.per_token_cast_to_fp8(a)
+    b_fp8, sfb = _quant_b(b)
+    pad = (m_indices == -1).cuda()
+    a_fp8.view(torch.uint8)[pad] = 0x7F  # e4m3fn NaN: garbage in padding rows
+    sfa = sfa.clone()
+    sfa[pad] = float("nan")
+    d = poison_(torch.empty(m, n, dtype=torch.bfloat16, device="cuda"))
+    if psum:
+        ends = torch.tensor([s + c for s, c in zip(starts, counts)], dtype=torch.int32, device="cuda")
+        hopperkit.m_grouped_fp8_gemm_nt_contiguous((a_fp8, sfa), (b_fp8, sfb), d, ends, use_psum_layout=True)
+    else:
+        hopperkit.m_grouped_fp8_gemm_nt_contiguous((a_fp8, sfa), (b_fp8, sfb), d, m_indices.cuda())
+    return d, a, a_fp8, sfa, b, b_fp8, sfb, starts, counts, pad
+
+
+@pytest.mark.parametrize("n,k", NKS)
+@pytest.mark.parametrize("g,expected", [(4, 512), (8, 256)])
+def test_contiguous(g, expected, n, k):
+    d, a, a_fp8, sfa, b, b_fp8, sfb, starts, counts, pad = _contiguous_case(g, expected, n, k, psum=False)
+    assert torch.equal(d[pad], torch.zeros_like(d[pad])), "padding rows of D must be 0"
+    for e, (s, c) in enumerate(zip(starts, counts)):
+        r = slice(s, s + c)
+        _check_rows(f"expert {e}", d[r], a[r], a_fp8[r], sfa[r], b[e], b_fp8[e], sfb[e])
+
+
+def test_contiguous_psum_layout_and_odd_k():
+    # psum layout, K not a multiple of 128, N not a multiple of the tile.
+    d, a, a_fp8, sfa, b, b_fp8, sfb, starts, counts, pad = _contiguous_case(5, 300, 2112, 320, psum=True)
+    assert torch.equal(d[pad], torch.zeros_like(d[pad]))
+    for e, (s, c) in enumerate(zip(starts, counts)):
+        r = slice(s, s + c)
+        _check_rows(f"expert {e}", d[r], a[r], a_fp8[r], sfa[r], b[e], b_fp8[e], sfb[e])
+
+
+def _masked_inputs(g: int, m_max: int, n: int, k: int, seed: int = 0):
+    gen = _gen("masked", g, m_max, n, k, seed)
+    a = _operand(gen, g, m_max, k)
+    b = _operand(gen, g, n, k)
+    pairs = [hopperkit.per_token_cast_to_fp8(a[i]) for i in range(g)]
+    a_fp8, sfa = torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs])
+    b_fp8, sfb = _quant_b(b)
+    return a, a_fp8, sfa, b, b_fp8, sfb
+
+
+def _poison_masked_rows(a_fp8, sfa, masked_m):
+    rows = torch.arange(a_fp8.shape[1], device="cuda")[None, :] >= masked_m.cuda()[:, None].long()
+    a_fp8.view(torch.uint8)[rows] = 0x7F  # e4m3fn NaN
+    sfa[rows] = float("nan")
+    return rows
+
+
+def _check_masked(d, a, a_fp8, sfa, b, b_fp8, sfb, masked_m, dead):
+    assert torch.equal(d[dead], torch.zeros_like(d[dead])), "rows at or past masked_m must be 0"
+    for e, c in enumerate(masked_m.tolist()):
+        _check_rows(f"group {e}", d[e, :c], a[e, :c], a_fp8[e, :c], sfa[e, :c], b[e], b_fp8[e], sfb[e])
+
+
+@pytest.mark.parametrize("n,k", NKS)
+@pytest.mark.parametrize("g,expected", [(32, 20), (6, 20), (32, 192), (6, 1024)])
+def test_masked(g, expected, n, k):
+    rnd = random.Random(zlib.crc32(repr(("m", g, expected, n, k)).encode()))
+    counts = [int(expected * rnd.uniform(0.7, 1.3)) for _ in range(g)]
+    counts[0] = 0
+    m_max = max(counts) + 19
+    a, a_fp8, sfa, b, b_fp8, sfb = _masked_inputs(g, m_max, n, k)
+    masked_m = torch.tensor(counts, dtype=torch.int32)
+    dead = _poison_masked_rows(a_fp8, sfa, masked_m)
+    d = poison_(torch.empty(g, m_max, n, dtype=torch.bfloat16, device="cuda"))
+    hopperkit.m_grouped_fp8_gemm_nt_masked((a_fp8, sfa), (b_fp8, sfb), d, masked_m.cuda(), int(expected * 1.2))
+    _check_masked(d, a, a_fp8, sfa, b, b_fp8, sfb, masked_m, dead)
+
+
+def test_masked_cuda_graph_replay():
+    """One capture serves any counts: masked_m is read on the device."""
+    g, m_max, n, k = 8, 160, 4096, 2048
+    a, a_fp8, sfa, b, b_fp8, sfb = _masked_inputs(g, m_max, n, k, seed=1)
+    sfa = hopperkit.get_mn_major_tma_aligned_tensor(sfa)
+    masked_m = torch.full((g,), m_max, dtype=torch.int32, device="cuda")
+    d = torch.empty(g, m_max, n, dtype=torch.bfloat16, device="cuda")
+    call = lambda: hopperkit.m_grouped_fp8_gemm_nt_masked((a_fp8, sfa), (b_fp8, sfb), d, masked_m, 128)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        call()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    for counts in ([160] * 8, [0, 1, 63, 64, 65, 127, 128, 159], [5, 0, 0, 150, 0, 33, 99, 0]):
+        masked_m.copy_(torch.tensor(counts, dtype=torch.int32))
+        d.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        dead = torch.arange(m_max, device="cuda")[None, :] >= masked_m[:, None].long()
+        _check_masked(d, a, a_fp8, sfa, b, b_fp8, sfb, masked_m.cpu(), dead)
+
+
+def test_grouped_repeatable():
+    d0 = _contiguous_case(4, 300, 4096, 2048, psum=False)[0]
+    for _ in range(5):
+        assert torch.equal(_contiguous_case(4, 300, 4096, 2048, psum=False)[0], d0)
