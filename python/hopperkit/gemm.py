@@ -74,6 +74,30 @@ def _recipe(recipe: object, d: torch.Tensor) -> tuple[int, int, int]:
     return tuple(recipe)
 
 
+def _kernel_fast_path(call) -> bool:
+    """The host-cheap lane of a kernel-backed GEMM: the C++ op checks every structural property itself
+    (reading no tensor data) before it launches, so the Python checks are skipped when the call goes
+    to a kernel. Any rejection (or an input the fast lane does not handle) returns False, and the
+    caller's full checks then raise the documented error naming the argument."""
+    try:
+        return bool(call())
+    except (RuntimeError, ValueError, TypeError, AttributeError, IndexError):
+        return False
+
+
+def _fast_fp8_gemm_1d2d(a, b, d) -> bool:
+    A, SFA = a
+    B, SFB = b
+    if d.dtype != torch.bfloat16 or A.dim() != 2 or A.shape[0] == 0 or A.shape[1] == 0 or B.shape[0] == 0:
+        return False
+    device = d.device
+    if not _ops.use_kernel("fp8_gemm_nt", device) or check_values(True, device):
+        return False
+    torch.ops.hopperkit.fp8_gemm_nt_1d2d(A, get_mn_major_tma_aligned_tensor(SFA), B, SFB, d, get_num_sms(device),
+                                         get_pdl())
+    return True
+
+
 def fp8_gemm_nt(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] = None,
                 recipe: Optional[Sequence[int]] = None) -> None:
     """``D = C + A·Bᵀ`` with FP8 A [M, K], B [N, K] and DeepSeek's fine-grained scales, in place.
@@ -83,6 +107,9 @@ def fp8_gemm_nt(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] =
     required (it may be D itself). Scales in any strides. Accumulation is two-level: each 128-wide K
     block's product is scaled by sfa·sfb and added to an FP32 accumulator.
     """
+    if c is None and (recipe is None or tuple(recipe) == RECIPE_1D2D) and isinstance(d, torch.Tensor):
+        if _kernel_fast_path(lambda: _fast_fp8_gemm_1d2d(a, b, d)):
+            return
     A, SFA = _pair("a", a)
     B, SFB = _pair("b", b)
     check_tensor("d", d, dtype=(torch.bfloat16, torch.float32), ndim=2)
@@ -200,6 +227,32 @@ def _check_m_indices(m_indices: torch.Tensor, num_groups: int, device: torch.dev
              f"rows {t * align}..{t * align + align - 1} mixing ids {sorted(set(tiles[t].tolist()))}")
 
 
+def _fast_m_grouped_contiguous(a, b, d, m_indices) -> bool:
+    A, SFA = a
+    B, SFB = b
+    if A.dim() != 2 or A.shape[0] == 0 or A.shape[1] == 0 or d.dim() != 2 or d.shape[1] == 0:
+        return False
+    device = d.device
+    if not _ops.use_kernel("m_grouped_fp8_gemm_nt_contiguous", device) or check_values(True, device):
+        return False
+    torch.ops.hopperkit.m_grouped_fp8_gemm_nt_contiguous_1d2d(
+        A, get_mn_major_tma_aligned_tensor(SFA), B, SFB, d, m_indices, get_num_sms(device), get_pdl())
+    return True
+
+
+def _fast_m_grouped_masked(a, b, d, masked_m, expected_m) -> bool:
+    A, SFA = a
+    B, SFB = b
+    if A.dim() != 3 or A.shape[2] == 0 or d.numel() == 0 or isinstance(expected_m, bool) or not isinstance(expected_m, int):
+        return False
+    device = d.device
+    if not _ops.use_kernel("m_grouped_fp8_gemm_nt_masked", device) or check_values(True, device):
+        return False
+    torch.ops.hopperkit.m_grouped_fp8_gemm_nt_masked_1d2d(
+        A, get_mn_major_tma_aligned_tensor(SFA), B, SFB, d, masked_m, expected_m, get_num_sms(device), get_pdl())
+    return True
+
+
 def m_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, m_indices: torch.Tensor,
                                      use_psum_layout: bool = False) -> None:
     """MoE grouped FP8 GEMM over experts' rows concatenated ("contiguous" layout), 1d2d scales.
@@ -210,6 +263,9 @@ def m_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, m_indi
     written as 0, whatever A holds there. With ``use_psum_layout=True``, ``m_indices`` is int32 [G] of
     cumulative segment ends instead (group g occupies [align(end[g-1], 128), end[g])).
     """
+    if not use_psum_layout and isinstance(d, torch.Tensor):
+        if _kernel_fast_path(lambda: _fast_m_grouped_contiguous(a, b, d, m_indices)):
+            return
     A, SFA = _pair("a", a)
     B, SFB = _pair("b", b)
     check_tensor("a[0]", A, ndim=2)
@@ -258,6 +314,9 @@ def m_grouped_fp8_gemm_nt_masked(a: tuple, b: tuple, d: torch.Tensor, masked_m: 
     it is read on the device, so one graph capture serves any counts. Rows of D at or past
     masked_m[g] are written as 0. ``expected_m`` (a typical count) only steers the kernel config.
     """
+    if isinstance(d, torch.Tensor):
+        if _kernel_fast_path(lambda: _fast_m_grouped_masked(a, b, d, masked_m, expected_m)):
+            return
     A, SFA = _pair("a", a)
     B, SFB = _pair("b", b)
     check_tensor("a[0]", A, ndim=3)

@@ -9,6 +9,8 @@ costs nothing).
 
 from __future__ import annotations
 
+import functools
+
 from typing import Optional, Sequence
 
 import torch
@@ -33,13 +35,18 @@ DEFAULT_NUM_SMS = 132
 _num_sms_override: Optional[int] = None
 
 
+@functools.lru_cache(maxsize=None)
+def _sms_of(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
 def _device_sms(device: Optional[torch.device]) -> Optional[int]:
     if device is not None and device.type != "cuda":
         return None
     if not torch.cuda.is_available():
         return None
     index = device.index if device is not None and device.index is not None else torch.cuda.current_device()
-    return torch.cuda.get_device_properties(index).multi_processor_count
+    return _sms_of(index)  # asked once per device: it is on every kernel call's host path
 
 
 def get_num_sms(device: Optional[torch.device] = None) -> int:

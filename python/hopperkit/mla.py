@@ -202,6 +202,14 @@ def flash_mla_with_kvcache(
     sparse mode) and ``lse`` float32 [b, h_q, s_q] (natural log; +inf, with out 0, for rows that
     attend to nothing; the sparse LSE is a transposed view and excludes the sink).
     """
+    if indices is None and attn_sink is None and topk_length is None and is_fp8_kvcache is False:
+        try:
+            fast = _fast_dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata,
+                                      num_splits, softmax_scale, causal)
+        except (RuntimeError, ValueError, TypeError, AttributeError, IndexError):
+            fast = None  # the checks below raise the documented error
+        if fast is not None:
+            return fast
     check_tensor("q", q, dtype=(torch.bfloat16, torch.float16), ndim=4, last_dim_contiguous=True)
     b, s_q, h_q, d_qk = q.shape
     device = q.device
@@ -272,6 +280,39 @@ def flash_mla_with_kvcache(
                                                     float(softmax_scale), bool(causal))
     return _mla_ref.flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v=D_V,
                                            softmax_scale=softmax_scale, causal=causal)
+
+
+def _fast_dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata, num_splits,
+                       softmax_scale, causal) -> Optional[tuple[torch.Tensor, torch.Tensor]]:
+    """The host-cheap lane of a dense decode that goes to the kernel: the C++ op checks shapes,
+    dtypes, devices and strides itself before launching, so only what it cannot know is checked
+    here (the metadata's head layout, the lazy object's configuration). None: take the full path."""
+    device = q.device
+    if head_dim_v != D_V or isinstance(head_dim_v, bool) or type(causal) is not bool:
+        return None
+    if not _ops.use_kernel("flash_mla_with_kvcache", device) or check_values(True, device):
+        return None
+    b, s_q, h_q, _ = q.shape
+    h_k = k_cache.shape[2]
+    if h_q % h_k or not 1 <= b <= _MAX_BATCH or not _aligned_16b(q):
+        return None
+    if softmax_scale is None:
+        softmax_scale = D_QK ** -0.5
+    elif type(softmax_scale) not in (float, int) or not math.isfinite(softmax_scale) or softmax_scale <= 0:
+        return None
+    if isinstance(tile_scheduler_metadata, FlashMLASchedMeta):
+        meta = tile_scheduler_metadata
+        if num_splits is not None or not meta.have_initialized:
+            return None
+        if meta.config != _MetaConfig(b, s_q, h_q, PAGE_BLOCK_SIZE, h_k, causal, False, None):
+            return None
+        tsm, ns = meta.tile_scheduler_metadata, meta.num_splits
+    else:
+        tsm, ns = tile_scheduler_metadata, num_splits
+    if tsm.shape[0] != _sched_ref.num_sm_parts_dense(get_num_sms(device), s_q, h_q, h_k):
+        return None  # metadata for another head layout or GPU: the full path says so
+    return torch.ops.hopperkit.mla_dense_decode(q, k_cache, block_table, cache_seqlens, tsm, ns,
+                                                float(softmax_scale), causal)
 
 
 def _aligned_16b(t: torch.Tensor) -> bool:
