@@ -265,3 +265,24 @@ def test_repeatable_bitwise(cuda, m, n, k, recipe):
         else:
             assert torch.equal(d, first), f"call {call} differs from call 0 " \
                 f"({int((d != first).sum())} elements)"
+
+
+@pytest.mark.parametrize("m,n,k,config,splits", [
+    (256, 4096, 7168, "128,128,1", 3),  # several M blocks, uneven K split (56 blocks: 19 + 19 + 18)
+    (64, 2112, 7168, "64,128,1", 16),  # the most splits, a ragged N tile
+    (7, 576, 320, "64,64,1", 3),  # K not a multiple of 128, M far below the tile
+])
+def test_split_k_forced(cuda, monkeypatch, m, n, k, config, splits):
+    """Split-K with its in-kernel fixup, forced on shapes the heuristic would tile differently."""
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", config)
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_SPLITS", str(splits))
+    a, b, (a_fp8, sfa), (b_fp8, sfb) = _inputs_1d2d(cuda, m, n, k, "split")
+    ref = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, None, recipe=(1, 128, 128), out_dtype=torch.bfloat16)
+    first = None
+    for _ in range(3):
+        d = poison_(torch.empty(m, n, dtype=torch.bfloat16, device=cuda))
+        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d)
+        _check(f"split {m}x{n}x{k}/{splits}", d, a.float() @ b.float().T, ref)
+        if first is None:
+            first = d
+        assert torch.equal(d, first), "split-K result changed between calls"

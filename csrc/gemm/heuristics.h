@@ -1,6 +1,7 @@
 // Tile-configuration choice for the GEMM kernels.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 
 #include "gemm/fp8_1d2d/params.h"
@@ -42,6 +43,22 @@ inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, int g
   const int m_blocks = (m + best.block_m - 1) / best.block_m;
   if (allow_cluster && groups == 1 && best.block_m == 128 && m_blocks % 2 == 0) best.cluster_m = 2;
   return best;
+}
+
+// Split-K for grids that the tiles alone leave mostly idle (decode-sized M, small N): the K blocks
+// of each tile are divided among up to num_sms / tiles CTAs, so the units fill one wave, keeping at
+// least 4 K blocks per split (a unit pays a pipeline fill and its partial's round trip).
+// PERF (H200): a wave-count cost model that allowed several waves of short units picked 8 splits
+// for 64×7168×16384 and doubled its time (45 -> 88 µs); one wave of long units does not.
+inline int choose_k_splits(int m, int n, int k, const Fp8Gemm1d2dConfig& config, int num_sms) {
+  const long tiles = static_cast<long>((m + config.block_m - 1) / config.block_m) * ((n + config.block_n - 1) / config.block_n);
+  const int k_blocks = (k + 127) / 128;
+  if (tiles * 2 > num_sms) return 1;
+  int splits = static_cast<int>(std::min<long>({num_sms / tiles, k_blocks / 4, 16}));
+  if (splits <= 1) return 1;
+  // Every split gets at least one K block: as many splits as the per-split count needs.
+  const int per_split = (k_blocks + splits - 1) / splits;
+  return (k_blocks + per_split - 1) / per_split;
 }
 
 }  // namespace hopperkit::gemm

@@ -15,25 +15,36 @@ namespace hopperkit::gemm {
 
 template <int kBlockM, int kBlockN, int kBandM = 16>
 struct TileScheduler {
-  int num_m_blocks, num_n_blocks, num_tiles;
-  int next_tile;
+  // Only the cursor is state: the grid's shape is recomputed from the kernel parameters (constant
+  // bank) on use, so the math warpgroups keep one register live across the mainloop for it.
+  const Fp8Gemm1d2dParams& p;
+  int next_unit;
 
-  __device__ __forceinline__ TileScheduler(int m, int n)
-      : num_m_blocks((m + kBlockM - 1) / kBlockM),
-        num_n_blocks((n + kBlockN - 1) / kBlockN),
-        num_tiles(num_m_blocks * num_n_blocks),
-        next_tile(blockIdx.x) {}
+  __device__ __forceinline__ explicit TileScheduler(const Fp8Gemm1d2dParams& params) : p(params), next_unit(blockIdx.x) {}
 
-  __device__ __forceinline__ bool next(int& m_block, int& n_block) {
-    if (next_tile >= num_tiles) return false;
-    const int band = next_tile / (kBandM * num_n_blocks);
+  __device__ __forceinline__ int num_m_blocks() const { return (p.sched_rows + kBlockM - 1) / kBlockM; }
+  __device__ __forceinline__ int num_n_blocks() const { return (p.n + kBlockN - 1) / kBlockN; }
+
+  // Work unit = (tile, K split); the splits of a tile are adjacent ids, so they run on neighbouring
+  // CTAs at the same time and the tile's fixup rarely waits. Units are handed out as one int and
+  // decoded on use.
+  __device__ __forceinline__ bool next(int& unit) {
+    if (next_unit >= num_m_blocks() * num_n_blocks() * p.k_splits) return false;
+    unit = next_unit;
+    next_unit += gridDim.x;
+    return true;
+  }
+  __device__ __forceinline__ int split_of(int unit) const { return unit % p.k_splits; }
+  __device__ __forceinline__ int tile_of(int unit) const { return unit / p.k_splits; }
+  __device__ __forceinline__ void blocks_of(int unit, int& m_block, int& n_block) const {
+    const int tile = unit / p.k_splits;
+    const int n_blocks = num_n_blocks();
+    const int band = tile / (kBandM * n_blocks);
     const int first_m = band * kBandM;
-    const int band_rows = min(kBandM, num_m_blocks - first_m);
-    const int in_band = next_tile - band * kBandM * num_n_blocks;
+    const int band_rows = min(kBandM, num_m_blocks() - first_m);
+    const int in_band = tile - band * kBandM * n_blocks;
     m_block = first_m + in_band % band_rows;
     n_block = in_band / band_rows;
-    next_tile += gridDim.x;
-    return true;
   }
 };
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
@@ -66,7 +67,27 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
   gemm::Fp8Gemm1d2dConfig config = gemm::choose_fp8_1d2d_config(static_cast<int>(m), static_cast<int>(n),
                                                                 static_cast<int>(num_sms));
   apply_config_override(config);
+  if (config.cluster_m == 1) {
+    config.k_splits = gemm::choose_k_splits(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), config,
+                                            static_cast<int>(num_sms));
+  }
+  if (const char* forced = std::getenv("HOPPERKIT_FP8_GEMM_SPLITS")) {
+    config.k_splits = std::max(1, std::atoi(forced));
+    HK_CHECK_VALUE(config.cluster_m == 1 || config.k_splits == 1, "split-K runs without clusters");
+  }
   gemm::Fp8Gemm1d2dParams p;
+  at::Tensor split_workspace;
+  if (config.k_splits > 1) {
+    // Per call (caching allocator): concurrent GEMMs on other streams never share counters, and a
+    // CUDA graph captures the counters' zeroing with the kernel.
+    const int64_t tiles = ((m + config.block_m - 1) / config.block_m) * ((n + config.block_n - 1) / config.block_n);
+    const int64_t partials = tiles * config.k_splits * config.block_m * config.block_n;
+    split_workspace = at::empty({partials + tiles}, a.options().dtype(at::kFloat));
+    p.k_splits = config.k_splits;
+    p.split_workspace = split_workspace.data_ptr<float>();
+    p.split_counters = reinterpret_cast<int*>(p.split_workspace + partials);
+    HK_CUDA_CHECK(cudaMemsetAsync(p.split_counters, 0, tiles * sizeof(int), c10::cuda::getCurrentCUDAStream()));
+  }
   p.tma_a = make_tma_2d(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, m, a.stride(0), 128, config.block_m,
                         CU_TENSOR_MAP_SWIZZLE_128B);
   p.tma_b = make_tma_2d(b.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, n, b.stride(0), 128, config.block_n,

@@ -3,7 +3,9 @@
 
 #include <cuda_bf16.h>
 
+#include "common/sync.cuh"
 #include "gemm/fp8_1d2d/mainloop.cuh"
+#include "gemm/fp8_1d2d/traits.h"
 
 namespace hopperkit::gemm {
 
@@ -40,6 +42,40 @@ __device__ __forceinline__ void store_tile(const Fp8Gemm1d2dParams& p, int warpg
       }
     }
   }
+}
+
+// Split-K: publish this unit's FP32 partial; returns true (with `total` = the sum of every split's
+// partial, in split order, so the result does not depend on which CTA finishes last) when this CTA
+// completed the tile and must store it. The workspace holds each thread's fragment contiguously
+// across threads (coalesced), in the same thread mapping for every split.
+template <class T>
+__device__ __forceinline__ bool split_k_fixup(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem, int tile,
+                                              int split, float (&total)[T::kBlockN / 2]) {
+  constexpr int kFrag = T::kBlockN / 2;
+  const int thread = threadIdx.x;  // math threads are 0 .. kMathThreads-1
+  float* tile_ws = p.split_workspace + static_cast<int64_t>(tile) * p.k_splits * kFrag * T::kMathThreads;
+  float* mine = tile_ws + static_cast<int64_t>(split) * kFrag * T::kMathThreads + thread;
+#pragma unroll
+  for (int i = 0; i < kFrag; ++i) __stcg(mine + i * T::kMathThreads, total[i]);
+  __threadfence();  // the partial is visible device-wide before the count says so
+  named_barrier_sync(Fp8GemmBarrier::kSplitPartialsWritten, T::kMathThreads);
+  if (thread == 0) {
+    const int done = atomicAdd(p.split_counters + tile, 1);
+    const bool last = done == p.k_splits - 1;
+    if (last) p.split_counters[tile] = 0;  // ready for the next call (and CUDA-graph replays)
+    smem.split_is_last = last;
+  }
+  named_barrier_sync(Fp8GemmBarrier::kSplitPartialsWritten, T::kMathThreads);
+  if (!smem.split_is_last) return false;
+  __threadfence();
+#pragma unroll
+  for (int i = 0; i < kFrag; ++i) total[i] = 0.0f;
+  for (int s = 0; s < p.k_splits; ++s) {
+    const float* part = tile_ws + static_cast<int64_t>(s) * kFrag * T::kMathThreads + thread;
+#pragma unroll
+    for (int i = 0; i < kFrag; ++i) total[i] += __ldcg(part + i * T::kMathThreads);
+  }
+  return true;
 }
 
 }  // namespace hopperkit::gemm

@@ -57,35 +57,49 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
   // With PDL the previous kernel (e.g. the activation cast) may still be writing A and its scales.
   pdl_wait_for_prerequisites();
 
-  TileScheduler<T::kBlockM, T::kBlockN> scheduler(p.sched_rows, p.n);
+  TileScheduler<T::kBlockM, T::kBlockN> scheduler(p);
   const int num_k_blocks = (p.k + T::kBlockK - 1) / T::kBlockK;
+  const int k_blocks_per_split = (num_k_blocks + p.k_splits - 1) / p.k_splits;
   PipelineState<T::kStages> st;
-  int m_block, n_block;
+  int unit;
 
   if (role == Fp8GemmRole::kProducer) {
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegisters>();
     if (threadIdx.x == T::kMathThreads) {
-      while (scheduler.next(m_block, n_block)) {
+      while (scheduler.next(unit)) {
+        int m_block, n_block;
+        scheduler.blocks_of(unit, m_block, n_block);
         const MBlockRows block = resolve_m_block<T::kBlockM>(p, m_block);
-        if (block.group >= 0) produce_tile<T>(p, smem, st, block, n_block, num_k_blocks);
+        const int kb_begin = scheduler.split_of(unit) * k_blocks_per_split;
+        const int kb_end = min(num_k_blocks, kb_begin + k_blocks_per_split);
+        if (block.group >= 0) produce_tile<T>(p, smem, st, block, n_block, kb_begin, kb_end);
       }
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<T::kMathRegisters>();
     const AccumulatorRows rows(threadIdx.x % 128);
     float total[T::kBlockN / 2];
-    while (scheduler.next(m_block, n_block)) {
-      const MBlockRows block = resolve_m_block<T::kBlockM>(p, m_block);
+    while (scheduler.next(unit)) {
+      int m_block, n_block;
+      scheduler.blocks_of(unit, m_block, n_block);
       // Warp-uniform for the compiler too (see the role above); blocks without any result row
       // (padding, or past masked_m) skip the mainloop and store zeros.
-      const int group = __shfl_sync(0xffffffffu, block.group, 0);
+      const int group = __shfl_sync(0xffffffffu, resolve_m_block<T::kBlockM>(p, m_block).group, 0);
+      const int kb_begin = scheduler.split_of(unit) * k_blocks_per_split;
       if (group >= 0) {
-        mma_tile<T>(p, smem, st, warpgroup, rows, group, n_block, num_k_blocks, total);
+        mma_tile<T>(p, smem, st, warpgroup, rows, group, n_block, kb_begin,
+                    min(num_k_blocks, kb_begin + k_blocks_per_split), total);
       } else {
 #pragma unroll
         for (int i = 0; i < T::kBlockN / 2; ++i) total[i] = 0.0f;
       }
-      store_tile<T>(p, warpgroup, rows, block, n_block, total);
+      if (p.k_splits > 1 &&
+          !split_k_fixup<T>(p, smem, scheduler.tile_of(unit), scheduler.split_of(unit), total)) {
+        continue;
+      }
+      // Decoded again rather than kept live across the mainloop: registers are at their limit.
+      scheduler.blocks_of(unit, m_block, n_block);
+      store_tile<T>(p, warpgroup, rows, resolve_m_block<T::kBlockM>(p, m_block), n_block, total);
     }
   }
   // Neither CTA of a cluster may exit while the other can still multicast into its shared memory

@@ -15,11 +15,14 @@ void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params_in, int num_sms, bool 
                           ? params.num_groups * ((params.m + kBlockM - 1) / kBlockM) * kBlockM
                           : params.m;
   const int m_blocks = (params.sched_rows + kBlockM - 1) / kBlockM;
-  const int tiles = m_blocks * ((params.n + kBlockN - 1) / kBlockN);
+  const int tiles = m_blocks * ((params.n + kBlockN - 1) / kBlockN) * params.k_splits;  // work units
   // Pairs must always find a partner tile in the same N block (see TileScheduler), and multicast
   // is only valid between tiles of one B matrix.
   HK_CHECK(kClusterM == 1 || m_blocks % kClusterM == 0, "multicast GEMM needs an even number of M blocks");
   HK_CHECK(kClusterM == 1 || params.layout == GemmLayout::kNormal, "multicast GEMM is for the normal layout only");
+  HK_CHECK(params.k_splits == 1 || (kClusterM == 1 && params.layout == GemmLayout::kNormal &&
+                                    params.split_workspace != nullptr && params.split_counters != nullptr),
+           "split-K needs the normal layout, no cluster and a workspace");
   if (tiles == 0) return;
   int grid = tiles < num_sms ? tiles : num_sms;
   grid -= grid % kClusterM;

@@ -16,14 +16,14 @@ namespace hopperkit::gemm {
 template <class T>
 __device__ __forceinline__ void produce_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
                                              PipelineState<T::kStages>& st, const MBlockRows& rows, int n_block,
-                                             int num_k_blocks) {
+                                             int kb_begin, int kb_end) {
   constexpr uint32_t kTxBytes = T::kBytesA + T::kBytesB + T::kBytesSFA;
   // Grouped layouts read B (and, masked, A) through 3-D maps: a tile reaching past N or M_max
   // reads TMA's zeros, never the next group.
   const bool grouped_b = p.layout != GemmLayout::kNormal;
   const bool grouped_a = p.layout == GemmLayout::kMGroupedMasked;
   const int b_row = n_block * T::kBlockN;
-  for (int kb = 0; kb < num_k_blocks; ++kb) {
+  for (int kb = kb_begin; kb < kb_end; ++kb) {
     smem.barriers.producer_acquire(st, kTxBytes);
     uint64_t* full = smem.barriers.full_barrier(st);
     const int k0 = kb * T::kBlockK;
@@ -60,7 +60,8 @@ struct AccumulatorRows {
 template <class T>
 __device__ __forceinline__ void mma_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
                                          PipelineState<T::kStages>& st, int warpgroup, AccumulatorRows rows,
-                                         int group, int n_block, int num_k_blocks, float (&total)[T::kBlockN / 2]) {
+                                         int group, int n_block, int kb_begin, int kb_end,
+                                         float (&total)[T::kBlockN / 2]) {
   float acc[T::kBlockN / 2];
 #pragma unroll
   for (int i = 0; i < T::kBlockN / 2; ++i) total[i] = acc[i] = 0.0f;
@@ -75,7 +76,7 @@ __device__ __forceinline__ void mma_tile(const Fp8Gemm1d2dParams& p, typename T:
   const float* sfb_hi = sfb + min(n0 / 128 + 1, last_row) * p.sfb_stride_n;
   const int lane = threadIdx.x % 32;
 
-  for (int kb = 0; kb < num_k_blocks; ++kb) {
+  for (int kb = kb_begin; kb < kb_end; ++kb) {
     // Issued before the barrier wait; the value is needed only after the wgmmas.
     const float scale_b_lo = __ldg(sfb_lo + kb * p.sfb_stride_k);
     const float scale_b_hi = T::kStraddlesScaleBlocks ? __ldg(sfb_hi + kb * p.sfb_stride_k) : scale_b_lo;

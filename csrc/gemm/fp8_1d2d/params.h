@@ -39,12 +39,20 @@ struct Fp8Gemm1d2dParams {
   int64_t sfb_stride_g = 0;  // SFB group stride (grouped layouts)
   int sfa_rows_per_group = 0;  // masked: SFA TMA rows per group (⌈K/128⌉)
   int sched_rows = 0;  // rows the tile scheduler walks (set by the launcher: m, or G·align(M_max, BLOCK_M))
+
+  // Split-K (normal layout, decode-sized M): each tile's K blocks are divided among k_splits CTAs.
+  // Each writes its FP32 partial to `split_workspace`; the last to finish a tile (counted in
+  // `split_counters`, which it resets to 0) sums the partials in split order and stores D.
+  int k_splits = 1;
+  float* split_workspace = nullptr;  // [tiles · k_splits · BLOCK_M · BLOCK_N]
+  int* split_counters = nullptr;     // [tiles], zero between calls
 };
 
 // Tile configurations compiled into the library (one instantiation file each).
 struct Fp8Gemm1d2dConfig {
   int block_m, block_n;
   int cluster_m;  // 2: CTA pairs on adjacent M blocks share B through TMA multicast
+  int k_splits = 1;  // > 1: split-K with an in-kernel fixup (see Fp8Gemm1d2dParams)
 };
 
 void run_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params, Fp8Gemm1d2dConfig config, int num_sms, bool pdl,

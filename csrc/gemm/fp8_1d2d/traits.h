@@ -9,6 +9,11 @@ namespace hopperkit::gemm {
 
 enum class Fp8GemmRole { kMath, kProducer };
 
+// Named barriers of the math warpgroups (ids 1..15; 0 is __syncthreads).
+enum class Fp8GemmBarrier : int {
+  kSplitPartialsWritten = 1,  // every math thread's split-K partial is stored (and, second round, the verdict is in smem)
+};
+
 template <int kBlockM_, int kBlockN_, int kClusterM_ = 1>
 struct Fp8Gemm1d2dTraits {
   static constexpr int kBlockM = kBlockM_;
@@ -54,6 +59,7 @@ struct Fp8Gemm1d2dTraits {
     alignas(1024) uint8_t b[kStages][kBytesB];  // [stage][BLOCK_N rows × 128 B], 128B swizzle
     alignas(128) float sfa[kStages][kSfaSlotFloats];
     StageBarriers<kStages, kClusterM> barriers;
+    int split_is_last;  // split-K fixup: this CTA finished the tile's last split
   };
   static_assert(sizeof(SharedStorage) + 1024 <= 232448, "shared memory over 227 KiB: lower kStages");
   static constexpr int kSmemBytes = sizeof(SharedStorage) + 1024;
