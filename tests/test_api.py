@@ -230,3 +230,88 @@ def test_fp8_gemm_with_pdl_matches():
             assert torch.equal(d1, d0)
     finally:
         hk.set_pdl(False)
+
+
+# --------------------------------------------------------------------------------------------------
+# The kernel-path fast lanes hand structural checks to the C++ op; when the op rejects a call, the
+# full Python checks must run and raise the documented error. Exercised on the CPU by pretending the
+# kernel path is taken and replacing the ops with recorders.
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_kernel_path(monkeypatch):
+    from hopperkit import _ops
+
+    if not _ops.EXTENSION_LOADED:
+        pytest.skip(f"needs hopperkit._C for torch.ops.hopperkit: {_ops.EXTENSION_ERROR}")
+    faked = set()  # public ops that pretend to take the kernel path; the rest run their references
+    monkeypatch.setattr(_ops, "use_kernel", lambda op, device: op in faked)
+    calls = []
+
+    def install(public_op, name, behaviour):
+        def fake(*args):
+            calls.append((name, args))
+            return behaviour(*args)
+
+        faked.add(public_op)
+        monkeypatch.setattr(torch.ops.hopperkit, name, fake)
+
+    return install, calls
+
+
+def _fp8_operands(m=8, n=256, k=256):
+    a_fp8, sfa = hk.per_token_cast_to_fp8(torch.randn(m, k, dtype=torch.bfloat16))
+    b_fp8, sfb = hk.per_block_cast_to_fp8(torch.randn(n, k, dtype=torch.bfloat16))
+    return (a_fp8, sfa), (b_fp8, sfb), torch.empty(m, n, dtype=torch.bfloat16)
+
+
+def test_fp8_gemm_fast_lane_calls_the_op_once(fake_kernel_path):
+    install, calls = fake_kernel_path
+    install("fp8_gemm_nt", "fp8_gemm_nt_1d2d", lambda *args: None)
+    a, b, d = _fp8_operands()
+    hk.fp8_gemm_nt(a, b, d)
+    assert [c[0] for c in calls] == ["fp8_gemm_nt_1d2d"]
+    sfa = calls[0][1][1]
+    assert sfa.stride() == (1, 8), "A scales reach the kernel MN-major and TMA-aligned"
+
+
+def test_fp8_gemm_fast_lane_rejection_gives_the_python_error(fake_kernel_path):
+    def reject(*args):
+        raise TypeError("hopperkit: b must be float8_e4m3fn, got BFloat16")  # what the C++ check says
+
+    install, calls = fake_kernel_path
+    install("fp8_gemm_nt", "fp8_gemm_nt_1d2d", reject)
+    a, (b_fp8, sfb), d = _fp8_operands()
+    with pytest.raises(TypeError, match=r"hopperkit: b\[0\] must be"):
+        hk.fp8_gemm_nt(a, (b_fp8.to(torch.bfloat16), sfb), d)
+    assert len(calls) == 1, "the full path raises before calling the op again"
+
+
+def test_grouped_fast_lane_rejection_gives_the_python_error(fake_kernel_path):
+    def reject(*args):
+        raise ValueError("hopperkit: m_indices must be contiguous [..]")
+
+    install, _ = fake_kernel_path
+    install("m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_contiguous_1d2d", reject)
+    a_fp8, sfa = hk.per_token_cast_to_fp8(torch.randn(128, 256, dtype=torch.bfloat16))
+    b_fp8 = torch.randn(2, 256, 256).to(torch.float8_e4m3fn)
+    sfb = torch.ones(2, 2, 2)
+    d = torch.empty(128, 256, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="hopperkit: m_indices must be"):
+        hk.m_grouped_fp8_gemm_nt_contiguous((a_fp8, sfa), (b_fp8, sfb), d, torch.zeros(64, dtype=torch.int32))
+
+
+def test_mla_fast_lane_uses_the_op_and_checks_the_head_layout(fake_kernel_path):
+    install, calls = fake_kernel_path
+    install("flash_mla_with_kvcache", "mla_dense_decode", lambda q, *rest: (q.new_zeros(*q.shape[:3], 512),
+                                                   q.new_zeros(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32)))
+    q, k_cache, block_table, seqlens = paged_case(torch.device("cpu"), h_q=16)
+    tsm, ns = hk.get_mla_metadata(seqlens, q.shape[1] * q.shape[2], 1)
+    hk.flash_mla_with_kvcache(q, k_cache, block_table, seqlens, 512, tsm, ns, causal=True)
+    assert [c[0] for c in calls] == ["mla_dense_decode"]
+    # Metadata built for another head layout (another partition count) never reaches the op.
+    tsm_other, ns_other = hk.get_mla_metadata(seqlens, q.shape[1] * 128, 1)
+    with pytest.raises(ValueError, match="hopperkit: tile_scheduler_metadata must be"):
+        hk.flash_mla_with_kvcache(q, k_cache, block_table, seqlens, 512, tsm_other, ns_other, causal=True)
+    assert len(calls) == 1
