@@ -18,7 +18,7 @@ enum class DecodeRole {
 enum class DecodeBarrier : int {
   kLeftMaxReady = 1,   // left → right: this step's running max (after the even block) and its scale
   kRightPReady = 2,    // right → left: the odd block's P in smem, the new max and its scale
-  kLeftPReady = 3,     // left → right: the even block's P in smem (rescaled to the final max of the step)
+  kLeftPReady = 3,     // left → right: the even block's P in smem (against the left's max; the right rescales it)
   kLeftTailZeroed = 4,   // left warpgroup only: its V rows past the sequence end are zeroed
   kRightTailZeroed = 5,  // right warpgroup only: the same for the right warpgroup
   kRowSumsReady = 6,   // both math warpgroups: the per-warpgroup softmax row sums of the request
