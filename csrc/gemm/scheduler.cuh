@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "gemm/fp8_1d2d/params.h"
+#include "gemm/problem.h"
 
 namespace hopperkit::gemm {
 
@@ -17,10 +17,10 @@ template <int kBlockM, int kBlockN, int kBandM = 16>
 struct TileScheduler {
   // Only the cursor is state: the grid's shape is recomputed from the kernel parameters (constant
   // bank) on use, so the math warpgroups keep one register live across the mainloop for it.
-  const Fp8Gemm1d2dParams& p;
+  const GemmProblem& p;
   int next_unit;
 
-  __device__ __forceinline__ explicit TileScheduler(const Fp8Gemm1d2dParams& params) : p(params), next_unit(blockIdx.x) {}
+  __device__ __forceinline__ explicit TileScheduler(const GemmProblem& params) : p(params), next_unit(blockIdx.x) {}
 
   __device__ __forceinline__ int num_m_blocks() const { return (p.sched_rows + kBlockM - 1) / kBlockM; }
   __device__ __forceinline__ int num_n_blocks() const { return (p.n + kBlockN - 1) / kBlockN; }
@@ -55,11 +55,10 @@ struct MBlockRows {
   int a_row;       // first row of the block within the slab
   int store_rows;  // rows of the block inside D (the rest is past the end of the matrix or the group)
   int valid_rows;  // rows [valid_rows, store_rows) are written as 0 (masked layout)
-  int sfa_row;     // first row of the block's scales in the SFA TMA view (+ K block)
 };
 
 template <int kBlockM>
-__device__ __forceinline__ MBlockRows resolve_m_block(const Fp8Gemm1d2dParams& p, int m_block) {
+__device__ __forceinline__ MBlockRows resolve_m_block(const GemmProblem& p, int m_block) {
   MBlockRows r;
   if (p.layout == GemmLayout::kMGroupedMasked) {
     const int blocks_per_group = (p.m + kBlockM - 1) / kBlockM;
@@ -68,7 +67,6 @@ __device__ __forceinline__ MBlockRows resolve_m_block(const Fp8Gemm1d2dParams& p
     r.store_rows = min(kBlockM, p.m - r.a_row);
     r.valid_rows = max(0, min(r.store_rows, __ldg(p.masked_m + r.a_group) - r.a_row));
     r.group = r.valid_rows > 0 ? r.a_group : -1;
-    r.sfa_row = r.a_group * p.sfa_rows_per_group;
   } else {
     r.a_group = 0;
     r.a_row = m_block * kBlockM;
@@ -77,7 +75,6 @@ __device__ __forceinline__ MBlockRows resolve_m_block(const Fp8Gemm1d2dParams& p
     // Contiguous: segments start on multiples of 128 >= BLOCK_M, so the block's first row names its
     // expert, and a block that starts with padding is all padding.
     r.group = p.layout == GemmLayout::kMGroupedContiguous ? __ldg(p.m_indices + r.a_row) : 0;
-    r.sfa_row = 0;
   }
   // An expert id out of range (unchecked input on the fast path) must not address past B and SFB:
   // such a block is treated as padding.

@@ -10,10 +10,7 @@ template <int kBlockM, int kBlockN, int kClusterM>
 void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params_in, int num_sms, bool pdl, cudaStream_t stream) {
   using T = Fp8Gemm1d2dTraits<kBlockM, kBlockN, kClusterM>;
   Fp8Gemm1d2dParams params = params_in;
-  // The masked layout tiles every group's M_max rows separately: its M blocks never span groups.
-  params.sched_rows = params.layout == GemmLayout::kMGroupedMasked
-                          ? params.num_groups * ((params.m + kBlockM - 1) / kBlockM) * kBlockM
-                          : params.m;
+  params.sched_rows = scheduled_rows(params, kBlockM);
   const int m_blocks = (params.sched_rows + kBlockM - 1) / kBlockM;
   const int tiles = m_blocks * ((params.n + kBlockN - 1) / kBlockN) * params.k_splits;  // work units
   // Pairs must always find a partner tile in the same N block (see TileScheduler), and multicast

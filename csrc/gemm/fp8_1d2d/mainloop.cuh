@@ -23,6 +23,8 @@ __device__ __forceinline__ void produce_tile(const Fp8Gemm1d2dParams& p, typenam
   const bool grouped_b = p.layout != GemmLayout::kNormal;
   const bool grouped_a = p.layout == GemmLayout::kMGroupedMasked;
   const int b_row = n_block * T::kBlockN;
+  // Masked: SFA is viewed as [G·⌈K/128⌉, M_max], the group's K blocks are consecutive rows.
+  const int sfa_row = rows.a_group * p.sfa_rows_per_group;
   for (int kb = kb_begin; kb < kb_end; ++kb) {
     smem.barriers.producer_acquire(st, kTxBytes);
     uint64_t* full = smem.barriers.full_barrier(st);
@@ -41,7 +43,7 @@ __device__ __forceinline__ void produce_tile(const Fp8Gemm1d2dParams& p, typenam
     } else if (cute::block_rank_in_cluster() == 0) {
       tma_load_2d_multicast(&p.tma_b, full, smem.b[st.stage], k0, b_row, (1 << T::kClusterM) - 1);
     }
-    tma_load_2d(&p.tma_sfa, full, smem.sfa[st.stage], rows.a_row, rows.sfa_row + kb);
+    tma_load_2d(&p.tma_sfa, full, smem.sfa[st.stage], rows.a_row, sfa_row + kb);
     st.advance();
   }
 }
