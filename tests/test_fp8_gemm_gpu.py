@@ -101,11 +101,13 @@ def test_1d2d_matrix(cuda, m, n, k):
 
 
 # M not a multiple of the tile (100, 4097), N not a multiple of 128 (200; N % 8 == 0 as TMA needs for
-# BF16 rows), K not a multiple of 128 (320: a 64-wide last K block), and their combinations.
+# BF16 rows), N narrower than one 64-column store box (8, 40), K not a multiple of 128 (320: a
+# 64-wide last K block), and their combinations.
 ODD_SHAPES = (
     (100, 2112, 7168), (100, 7168, 2048), (4097, 4096, 7168), (4097, 2112, 7168),
     (1, 200, 7168), (128, 200, 7168), (4097, 200, 2048),
     (64, 7168, 320), (7, 2112, 320), (4097, 576, 320), (100, 200, 320), (1, 200, 320),
+    (100, 8, 2048), (300, 40, 320),
 )
 
 

@@ -1,4 +1,5 @@
-// Device side of TMA: bulk tensor loads into shared memory that complete on an mbarrier.
+// Device side of TMA: bulk tensor loads into shared memory that complete on an mbarrier, and bulk
+// tensor stores from shared memory tracked by per-thread bulk async-groups.
 #pragma once
 
 #include <cute/arch/copy_sm90_desc.hpp>
@@ -39,6 +40,31 @@ __device__ __forceinline__ void tma_load_4d(const CUtensorMap* map, uint64_t* ba
                                             int32_t c2, int32_t c3, CacheHint hint = CacheHint::kEvictNormal) {
   cute::SM90_TMA_LOAD_4D::copy(map, bar, static_cast<uint64_t>(hint), smem, c0, c1, c2, c3);
 }
+
+// Stores a shared-memory box to the 2-D tensor map at (inner, outer). Parts of the box outside the
+// tensor are not written, which makes ragged M/N edges free. The smem must have been written
+// before a fence_shared_for_async_proxy() by every writing thread, ordered by a barrier.
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* smem, int32_t inner, int32_t outer) {
+  cute::SM90_TMA_STORE_2D::copy(map, smem, inner, outer);
+}
+
+__device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, const void* smem, int32_t c0, int32_t c1,
+                                             int32_t c2) {
+  cute::SM90_TMA_STORE_3D::copy(map, smem, c0, c1, c2);
+}
+
+// Closes this thread's current group of bulk stores (the unit the waits below count).
+__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+
+// Waits until at most kPending of this thread's store groups still read their shared memory: the
+// buffers of the others may be overwritten (their global writes may still be in flight).
+template <int kPending>
+__device__ __forceinline__ void tma_store_wait_smem_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");
+}
+
+// Waits until every store group of this thread is complete.
+__device__ __forceinline__ void tma_store_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 
 __device__ __forceinline__ void tma_prefetch_descriptor(const CUtensorMap* map) {
   cute::prefetch_tma_descriptor(reinterpret_cast<const cute::TmaDescriptor*>(map));

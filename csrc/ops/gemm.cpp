@@ -33,6 +33,15 @@ void apply_config_override(gemm::Fp8Gemm1d2dConfig& config) {
   }
 }
 
+// D is written by TMA stores of [64 rows, 64 columns] boxes (one math warpgroup's rows, 128 bytes of
+// BF16 per row with the 128B swizzle; see the kernel's epilogue); boxes clip at D's edges.
+constexpr uint32_t kDBoxRows = 64, kDBoxCols = 64;
+
+CUtensorMap d_map_2d(const at::Tensor& d) {
+  return make_tma_2d(d.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, d.size(1), d.size(0), d.stride(0), kDBoxCols,
+                     kDBoxRows, CU_TENSOR_MAP_SWIZZLE_128B);
+}
+
 }  // namespace
 
 void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tensor& b, const at::Tensor& sfb,
@@ -97,8 +106,7 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
   p.sfb = sfb.data_ptr<float>();
   p.sfb_stride_n = sfb.stride(0);
   p.sfb_stride_k = sfb.stride(1);
-  p.d = reinterpret_cast<__nv_bfloat16*>(d.data_ptr());
-  p.ldd = d.stride(0);
+  p.tma_d = d_map_2d(d);
   p.m = static_cast<int>(m);
   p.n = static_cast<int>(n);
   p.k = static_cast<int>(k);
@@ -182,8 +190,7 @@ void m_grouped_fp8_gemm_nt_contiguous_1d2d(const at::Tensor& a, const at::Tensor
   p.tma_sfa = make_tma_2d(sfa.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, m, k_blocks,
                           k_blocks == 1 ? sfa_ld : sfa.stride(1), config.block_m, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
   set_grouped_sfb(p, sfb);
-  p.d = reinterpret_cast<__nv_bfloat16*>(d.data_ptr());
-  p.ldd = d.stride(0);
+  p.tma_d = d_map_2d(d);
   p.m = static_cast<int>(m);
   p.n = static_cast<int>(n);
   p.k = static_cast<int>(k);
@@ -248,9 +255,13 @@ void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sf
                           config.block_m, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
   p.sfa_rows_per_group = static_cast<int>(k_blocks);
   set_grouped_sfb(p, sfb);
-  p.d = reinterpret_cast<__nv_bfloat16*>(d.data_ptr());
-  p.ldd = d.stride(1);
-  p.ldd_group = d.stride(0);
+  {
+    const uint64_t dims[3] = {static_cast<uint64_t>(n), static_cast<uint64_t>(m_max), static_cast<uint64_t>(g)};
+    const uint64_t strides[2] = {static_cast<uint64_t>(d.stride(1)) * 2, static_cast<uint64_t>(d.stride(0)) * 2};
+    const uint32_t box[3] = {kDBoxCols, kDBoxRows, 1};
+    p.tma_d = make_tma_nd<3>(d.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, dims, strides, box,
+                             CU_TENSOR_MAP_SWIZZLE_128B);
+  }
   p.m = static_cast<int>(m_max);
   p.n = static_cast<int>(n);
   p.k = static_cast<int>(k);

@@ -3,7 +3,7 @@
 //
 // | warpgroup            | threads | registers | duty                                              |
 // |----------------------|---------|-----------|---------------------------------------------------|
-// | math 0 (.. math 1)   | 128 each| 232 / 240 | wgmma 64×BLOCK_N×32 per K step, promotion, store  |
+// | math 0 (.. math 1)   | 128 each| 232 / 240 | wgmma 64×BLOCK_N×32 per K step, promotion, epilogue|
 // | producer (last)      | 128     | 40        | one elected thread issues every TMA load          |
 //
 // With kClusterM = 2, CTA pairs take vertically adjacent tiles and rank 0 multicasts B to both.
@@ -49,6 +49,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
     tma_prefetch_descriptor(&p.tma_a);
     tma_prefetch_descriptor(&p.tma_b);
     tma_prefetch_descriptor(&p.tma_sfa);
+    tma_prefetch_descriptor(&p.tma_d);
     smem.barriers.init(/*consumer_warps=*/T::kMathThreads / 32);
   }
   // With multicast the peer CTA writes into this CTA's stages and arrives on its barriers: both
@@ -99,8 +100,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
       }
       // Decoded again rather than kept live across the mainloop: registers are at their limit.
       scheduler.blocks_of(unit, m_block, n_block);
-      store_tile<T>(p, warpgroup, rows, resolve_m_block<T::kBlockM>(p, m_block), n_block, total);
+      store_tile<T>(p, smem, warpgroup, rows, resolve_m_block<T::kBlockM>(p, m_block), n_block, total);
     }
+    // The staging buffers must stay allocated until the last TMA stores have read them.
+    if (threadIdx.x % 128 == 0) tma_store_wait_all();
   }
   // Neither CTA of a cluster may exit while the other can still multicast into its shared memory
   // or arrive on its barriers.

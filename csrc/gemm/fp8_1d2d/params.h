@@ -17,9 +17,7 @@ struct Fp8Gemm1d2dParams : GemmProblem {
   CUtensorMap tma_sfa;  // SFA [⌈K/128⌉, align(M, 4)] f32 (MN-major), box [1, BLOCK_M]
   const float* sfb;     // SFB [⌈N/128⌉, ⌈K/128⌉] f32, any strides
   int64_t sfb_stride_n, sfb_stride_k;
-  __nv_bfloat16* d;  // D [M, N] bf16, row stride ldd (masked: [G, M_max, N], group stride ldd_group)
-  int64_t ldd;
-  int64_t ldd_group = 0;
+  CUtensorMap tma_d;    // D   [M, N] bf16, box [64, 64], 128B swizzle (masked: 3-D [G, M_max, N])
   int64_t sfb_stride_g = 0;  // SFB group stride (grouped layouts)
   int sfa_rows_per_group = 0;  // masked: SFA TMA rows per group (⌈K/128⌉)
 

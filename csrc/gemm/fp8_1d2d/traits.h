@@ -12,6 +12,7 @@ enum class Fp8GemmRole { kMath, kProducer };
 // Named barriers of the math warpgroups (ids 1..15; 0 is __syncthreads).
 enum class Fp8GemmBarrier : int {
   kSplitPartialsWritten = 1,  // every math thread's split-K partial is stored (and, second round, the verdict is in smem)
+  kEpilogueWarpgroup0 = 2,    // + warpgroup: that warpgroup's D staging buffer is free / written
 };
 
 template <int kBlockM_, int kBlockN_, int kClusterM_ = 1>
@@ -48,15 +49,22 @@ struct Fp8Gemm1d2dTraits {
   static constexpr int kSfaSlotFloats = (kBlockM + 31) / 32 * 32;  // TMA destinations are 128-byte aligned
   static constexpr int kStageBytes = kBytesA + kBytesB + kSfaSlotFloats * 4;
 
-  // As many stages as fit next to the barriers in the 227 KiB an SM90 CTA may use (minus the 1 KiB
-  // the kernel spends aligning the dynamic shared memory base).
-  static constexpr int kSmemBudget = 232448 - 1024 - 1024;
+  // Epilogue staging: each math warpgroup writes its 64 rows of D in boxes of 64 columns (128 bytes
+  // of BF16, the widest row the 128B swizzle allows) through one buffer, so the TMA store of one
+  // box overlaps the writing of the next, and the last one the next tile's mainloop.
+  static constexpr int kBoxCols = 64;
+  static constexpr int kBytesD = 64 * kBoxCols * 2;
+
+  // As many stages as fit next to the D buffers and the barriers in the 227 KiB an SM90 CTA may use
+  // (minus the 1 KiB the kernel spends aligning the dynamic shared memory base).
+  static constexpr int kSmemBudget = 232448 - 1024 - 1024 - kMathWarpgroups * kBytesD;
   static constexpr int kStages = kSmemBudget / kStageBytes > 8 ? 8 : kSmemBudget / kStageBytes;
   static_assert(kStages >= 3, "fewer than 3 stages cannot hide TMA latency: shrink BLOCK_M/BLOCK_N");
 
   struct SharedStorage {
     alignas(1024) uint8_t a[kStages][kBytesA];  // [stage][BLOCK_M rows × 128 B], 128B swizzle
     alignas(1024) uint8_t b[kStages][kBytesB];  // [stage][BLOCK_N rows × 128 B], 128B swizzle
+    alignas(1024) uint8_t d[kMathWarpgroups][kBytesD];  // [64 rows × 128 B] per warpgroup, 128B swizzle
     alignas(128) float sfa[kStages][kSfaSlotFloats];
     StageBarriers<kStages, kClusterM> barriers;
     int split_is_last;  // split-K fixup: this CTA finished the tile's last split
