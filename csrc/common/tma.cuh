@@ -44,4 +44,41 @@ __device__ __forceinline__ void tma_prefetch_descriptor(const CUtensorMap* map) 
   cute::prefetch_tma_descriptor(reinterpret_cast<const cute::TmaDescriptor*>(map));
 }
 
+// Stores (kind kStore) or adds (kind kReduceAdd: global += smem, element-wise, performed by the TMA
+// unit without a read-back through the SM) the box at (c0, c1, c2) of a 3-D tensor map from smem.
+// Parts of the box outside the tensor are dropped. The copy reads smem asynchronously: the writing
+// threads fence (fence_shared_for_async_proxy) and synchronise before one thread issues it, and the
+// buffer may be rewritten only after tma_store_wait_read.
+enum class TmaStoreKind { kStore, kReduceAdd };
+
+template <TmaStoreKind kKind>
+__device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, const void* smem, int32_t c0, int32_t c1,
+                                             int32_t c2) {
+  if constexpr (kKind == TmaStoreKind::kStore) {
+    cute::SM90_TMA_STORE_3D::copy(map, smem, c0, c1, c2);
+  } else {
+    cute::SM90_TMA_REDUCE_ADD_3D::copy(map, smem, c0, c1, c2);
+  }
+}
+
+// Closes the bulk-async group of the TMA stores this thread issued since the last commit.
+__device__ __forceinline__ void tma_store_commit() { cute::tma_store_arrive(); }
+
+// Waits until at most kPending of this thread's committed store groups still read shared memory
+// (their global writes may still be in flight).
+template <int kPending>
+__device__ __forceinline__ void tma_store_wait_read() {
+  cute::tma_store_wait<kPending>();
+}
+
+// Waits until this thread's committed store groups are complete, global writes included.
+__device__ __forceinline__ void tma_store_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
+// A tensor map read from global memory (not a kernel parameter) that was written before the launch
+// through the generic proxy (cudaMemcpy): this thread orders those writes before its TMA use of
+// the map (CUDA programming guide, "tensor maps in global memory"; .sys because the host wrote it).
+__device__ __forceinline__ void tensormap_acquire_from_host(const CUtensorMap* map) {
+  asm volatile("fence.proxy.tensormap::generic.acquire.sys [%0], 128;" ::"l"(map) : "memory");
+}
+
 }  // namespace hopperkit
