@@ -1,10 +1,10 @@
 """GEMM benchmark: FP8 block-scaled dense GEMM (1d2d), the m-grouped FP8 MoE GEMMs (contiguous and
-masked) and the BF16 GEMMs, each against the PyTorch/cuBLAS call a user would otherwise make, measured
-in the same run, on an H100/H200.
+masked), the FP8 weight-gradient GEMMs (1d1d) and the BF16 GEMMs, each against the PyTorch/cuBLAS call a
+user would otherwise make, measured in the same run, on an H100/H200.
 
-  python benchmarks/bench_gemm.py [--quick] [--json FILE] [--only dense|grouped|bf16]...
+  python benchmarks/bench_gemm.py [--quick] [--json FILE] [--only dense|grouped|wgrad|bf16]...
 
-Sections (``--only`` picks some, repeatable; all three by default):
+Sections (``--only`` picks some, repeatable; all four by default):
   dense    FP8 1d2d ``fp8_gemm_nt`` vs cuBLAS blockwise FP8 (``torch.nn.functional.scaled_mm`` with
            BlockWise1x128 × BlockWise128x128 scales, the same recipe). cuBLAS refuses N % 128 != 0;
            those rows compare against per-tensor ``torch._scaled_mm`` instead ("per-tensor*": a coarser,
@@ -12,6 +12,10 @@ Sections (``--only`` picks some, repeatable; all three by default):
   grouped  ``m_grouped_fp8_gemm_nt_contiguous`` / ``_masked`` vs cuBLAS blockwise called once per group
            ("cuBLAS×G") and vs ``torch._scaled_grouped_mm`` with per-row scales ("rowwise-grp*": one
            launch, a coarser recipe, unit scales, output not checked).
+  wgrad    FP8 1d1d (1×128 scales on both operands, FP32 D = C + A·Bᵀ accumulated in place):
+           ``fp8_gemm_nt(..., c=d, recipe=(1, 1, 128))`` and ``k_grouped_fp8_gemm_nt_contiguous`` vs a BF16
+           ``torch.mm`` of the same shape (once per group for k-grouped): no cuBLAS call has this recipe, so
+           the ratio says how the FP8 kernel compares with the BF16 GEMM it replaces.
   bf16     ``bf16_gemm_nt`` vs ``torch.mm``; ``m_grouped_bf16_gemm_nt_contiguous`` / ``_masked`` vs
            ``torch._grouped_mm``.
 
@@ -46,7 +50,7 @@ import hopperkit
 from hopperkit import _ops
 from hopperkit.testing import bench, calc_diff, poison_
 
-SECTIONS = ("dense", "grouped", "bf16")
+SECTIONS = ("dense", "grouped", "wgrad", "bf16")
 
 DENSE_MS = (1, 7, 64, 128, 4096)
 DENSE_NK = ((2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))
@@ -58,6 +62,11 @@ CONTIG_GM = ((4, 8192), (8, 4096))  # (groups, rows per group)
 MASKED_GM = ((4, 256), (8, 128), (32, 32))  # (groups, masked_m = M_max per group)
 QUICK_CONTIG = (((4, 8192), (7168, 2048)),)
 QUICK_MASKED = (((4, 256), (7168, 2048)), ((8, 128), (4096, 7168)))
+
+WGRAD_DENSE = ((4096, 7168, 2048), (4096, 4096, 7168), (2112, 7168, 4096))  # (M, N, K)
+WGRAD_K_GROUPED = ((4, 4096, 7168, 4096), (8, 7168, 2048, 4096))  # (G, M, N, K per group)
+QUICK_WGRAD_DENSE = ((4096, 4096, 7168),)
+QUICK_WGRAD_K_GROUPED = ((4, 4096, 7168, 4096),)
 
 BF16_DENSE = ((4096, 7168, 2048), (4096, 4096, 7168), (128, 7168, 2048))  # (M, N, K)
 QUICK_BF16_DENSE = ((4096, 7168, 2048),)
@@ -101,6 +110,14 @@ def fp8_masked_counts(groups: int, m: int, n: int, k: int) -> tuple[int, int]:
     kb = cdiv(k, 128)
     nbytes = groups * (m * k + 4 * m * kb + n * k + 4 * cdiv(n, 128) * kb + 2 * m * n) + 4 * groups
     return 2 * groups * m * n * k, nbytes
+
+
+def fp8_wgrad_counts(m: int, n: int, ks: Sequence[int]) -> tuple[int, int]:
+    """(FLOPs, bytes) of the 1d1d GEMM over groups of K = ks (one group: dense): A, B (FP8), SFA, SFB
+    (FP32, 1×128), and C read + D written (FP32 [M, N] per group)."""
+    sum_k, kb = sum(ks), sum(cdiv(k, 128) for k in ks)
+    nbytes = (m + n) * sum_k + 4 * (m + n) * kb + 2 * 4 * len(ks) * m * n
+    return 2 * m * n * sum_k, nbytes
 
 
 def bf16_counts(m: int, n: int, k: int, groups: int = 1) -> tuple[int, int]:
@@ -398,6 +415,65 @@ def run_grouped(dev: torch.device, timer: Timer) -> list[dict]:
     return rows
 
 
+def _wgrad_case(dev: torch.device, timer: Timer, g: int, m: int, n: int, k: int) -> dict:
+    """One 1d1d row: g = 0 is the dense ``fp8_gemm_nt`` (recipe (1, 1, 128)), g >= 1 the k-grouped GEMM with
+    g groups of K = k. Checked with C separate from a NaN-poisoned D, timed accumulating in place (c=d)."""
+    groups = max(g, 1)
+    op = "k_grouped_fp8_gemm_nt_contiguous" if g else "fp8_gemm_nt (1d1d)"
+    kernel = _ops.use_kernel(op, dev)
+    ks = [k] * groups
+    a = [torch.randn(m, k, dtype=torch.bfloat16, device=dev) for _ in range(groups)]
+    b = [torch.randn(n, k, dtype=torch.bfloat16, device=dev) for _ in range(groups)]
+    aq = [hopperkit.per_token_cast_to_fp8(x) for x in a]
+    bq = [hopperkit.per_token_cast_to_fp8(x) for x in b]
+    c = torch.randn(groups, m, n, dtype=torch.float32, device=dev)
+    d = torch.empty_like(c)
+    ref = torch.stack([c[i] + a[i].float() @ b[i].float().t() for i in range(groups)])
+    flops, nbytes = fp8_wgrad_counts(m, n, ks)
+    est = reference_seconds(groups * m, n, k)
+    if g:
+        a_fp8, sfa = torch.cat([x.flatten() for x, _ in aq]), torch.cat([s for _, s in aq], dim=1)
+        b_fp8, sfb = torch.cat([x.flatten() for x, _ in bq]), torch.cat([s for _, s in bq], dim=1)
+        sfa, sfb = hopperkit.get_mn_major_tma_aligned_tensor(sfa), hopperkit.get_mn_major_tma_aligned_tensor(sfb)
+        ks_tensor = torch.tensor(ks, dtype=torch.int32, device=dev)
+
+        def run(out: torch.Tensor, acc: torch.Tensor) -> None:
+            hopperkit.k_grouped_fp8_gemm_nt_contiguous((a_fp8, sfa), (b_fp8, sfb), out, ks, ks_tensor, c=acc)
+    else:
+        (a_fp8, sfa), (b_fp8, sfb) = aq[0], bq[0]
+
+        def run(out: torch.Tensor, acc: torch.Tensor) -> None:
+            hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), out[0], c=acc[0], recipe=(1, 1, 128))
+
+    row = {"layout": "k-grouped" if g else "dense", "groups": groups, "m": m, "n": n, "k": k}
+    row.update(_measure_hopperkit(timer, kernel, est, lambda: run(d, c), d, ref, flops, nbytes))
+    if row["hk_us"] is not None:  # the time of the in-place accumulation (no copy of C into D)
+        row["hk_us"], _ = timer.hopperkit(lambda: run(d, d), kernel, est)
+        row.update({"hk_tflops": tflops(flops, row["hk_us"]), "hk_gbs": gbs(nbytes, row["hk_us"])})
+    out = [torch.empty(m, n, dtype=torch.bfloat16, device=dev) for _ in range(groups)]
+
+    def baseline():
+        for i in range(groups):
+            torch.mm(a[i], b[i].t(), out=out[i])
+
+    base_us = timer.baseline(baseline)
+    row.update({"baseline": "torch.mm" if groups == 1 else "mm×G", "baseline_us": base_us,
+                "baseline_tflops": tflops(flops, base_us), "ratio": ratio(base_us, row["hk_us"])})
+    return row
+
+
+def run_wgrad(dev: torch.device, timer: Timer) -> list[dict]:
+    rows = []
+    cases = ([(0, m, n, k) for m, n, k in (QUICK_WGRAD_DENSE if timer.quick else WGRAD_DENSE)]
+             + list(QUICK_WGRAD_K_GROUPED if timer.quick else WGRAD_K_GROUPED))
+    for g, m, n, k in cases:
+        start = time.time()
+        rows.append(_wgrad_case(dev, timer, g, m, n, k))
+        _progress(f"[wgrad] G={g} M={m} N={n} K={k}: {time.time() - start:.1f} s")
+        torch.cuda.empty_cache()
+    return rows
+
+
 def _bf16_dense_case(dev: torch.device, timer: Timer, m: int, n: int, k: int) -> dict:
     kernel = _ops.use_kernel("bf16_gemm_nt", dev)
     a = torch.randn(m, k, dtype=torch.bfloat16, device=dev)
@@ -512,6 +588,14 @@ GROUPED_COLUMNS: list = [
     ("ratio", "ratio_cublas_loop", ".2f", 6), "|",
     ("rowwise-grp* µs", "rowwise_grouped_us", ".1f", 15), ("ratio", "ratio_rowwise_grouped", ".2f", 6),
 ]
+WGRAD_COLUMNS: list = [
+    ("layout", "layout", "", 10), ("G", "groups", "d", 3), ("M", "m", "d", 5), ("N", "n", "d", 5),
+    ("K/grp", "k", "d", 5), "|",
+    ("hk µs", "hk_us", ".1f", 9), ("TFLOPS", "hk_tflops", ".0f", 7), ("GB/s", "hk_gbs", ".0f", 6),
+    ("diff", "diff", ".1e", 8), "|",
+    ("baseline", "baseline", "", 9), ("µs", "baseline_us", ".1f", 9), ("TFLOPS", "baseline_tflops", ".0f", 7), "|",
+    ("ratio", "ratio", ".2f", 6),
+]
 BF16_COLUMNS: list = [
     ("layout", "layout", "", 10), ("G", "groups", "d", 3), ("m/grp", "m_per_group", "d", 5), ("N", "n", "d", 5),
     ("K", "k", "d", 5), "|",
@@ -595,6 +679,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ops = {
         "dense": ["fp8_gemm_nt"],
         "grouped": ["m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked"],
+        "wgrad": ["fp8_gemm_nt (1d1d)", "k_grouped_fp8_gemm_nt_contiguous"],
         "bf16": ["bf16_gemm_nt", "m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nt_masked"],
     }
     paths = {op: _path(op, dev) for s in args.sections for op in ops[s]}
@@ -617,6 +702,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if "grouped" in args.sections:
         results["grouped"] = run_grouped(dev, timer)
         failures += accuracy_failures("grouped", results["grouped"], FP8_DIFF_TOL)
+    if "wgrad" in args.sections:
+        results["wgrad"] = run_wgrad(dev, timer)
+        failures += accuracy_failures("wgrad", results["wgrad"], FP8_DIFF_TOL)
     if "bf16" in args.sections:
         results["bf16"] = run_bf16(dev, timer)
         failures += accuracy_failures("bf16", results["bf16"], BF16_DIFF_TOL)
@@ -637,6 +725,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     "scaled_mm once per group", GROUPED_COLUMNS, results["grouped"])
         print("* torch._scaled_grouped_mm with per-row scales (unit scales, output not checked): one launch, a "
               "coarser recipe")
+    if "wgrad" in results:
+        print_table("FP8 1d1d weight gradient (FP32 D += A·Bᵀ in place; diff vs C + the product of the unquantized "
+                    "inputs, C separate from D); baseline: BF16 torch.mm of the same shape", WGRAD_COLUMNS,
+                    results["wgrad"])
     if "bf16" in results:
         print_table("BF16 GEMMs", BF16_COLUMNS, results["bf16"])
     print(f"\nwall time {results['wall_s']:.0f} s")

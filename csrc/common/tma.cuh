@@ -70,4 +70,19 @@ __device__ __forceinline__ void tma_prefetch_descriptor(const CUtensorMap* map) 
   cute::prefetch_tma_descriptor(reinterpret_cast<const cute::TmaDescriptor*>(map));
 }
 
+// Adds the box at (c0, c1, c2) of a 3-D tensor map from smem into global memory (global += smem,
+// element-wise, performed by the TMA unit without a read-back through the SM). Same clipping and
+// ordering rules as tma_store_2d.
+__device__ __forceinline__ void tma_reduce_add_3d(const CUtensorMap* map, const void* smem, int32_t c0, int32_t c1,
+                                                  int32_t c2) {
+  cute::SM90_TMA_REDUCE_ADD_3D::copy(map, smem, c0, c1, c2);
+}
+
+// A tensor map read from global memory (not a kernel parameter) that was written before the launch
+// through the generic proxy (cudaMemcpy): this thread orders those writes before its TMA use of
+// the map (CUDA programming guide, "tensor maps in global memory"; .sys because the host wrote it).
+__device__ __forceinline__ void tensormap_acquire_from_host(const CUtensorMap* map) {
+  asm volatile("fence.proxy.tensormap::generic.acquire.sys [%0], 128;" ::"l"(map) : "memory");
+}
+
 }  // namespace hopperkit

@@ -17,10 +17,13 @@ enum class GemmLayout : int32_t {
   // MoE decode under CUDA graphs: A [G, M_max, K], D [G, M_max, N]; group g's valid rows are
   // [0, masked_m[g]) (read on the device); its other rows of D are written as 0.
   kMGroupedMasked = 2,
+  // MoE weight gradient: D [G, M, N] (one problem per group, each with its own K); A and B hold
+  // every group's K-major [M, K_g] / [N, K_g] blocks back to back. M blocks never span groups.
+  kKGroupedContiguous = 3,
 };
 
 struct GemmProblem {
-  int m, n, k;  // m: rows of A and D (M_sum when contiguous, M_max when masked)
+  int m, n, k;  // m: rows of A and D (M_sum when contiguous, M_max when masked, M per group when k-grouped)
   GemmLayout layout = GemmLayout::kNormal;
   const int32_t* m_indices = nullptr;  // contiguous: [M] expert of each row
   const int32_t* masked_m = nullptr;   // masked: [G] valid rows of each group
@@ -29,10 +32,11 @@ struct GemmProblem {
   int k_splits = 1;    // split-K: K blocks of each tile divided among this many work units
 };
 
-// Rows the scheduler walks for a BLOCK_M: the masked layout tiles every group's M_max rows
-// separately, so its M blocks never span groups.
+// Rows the scheduler walks for a BLOCK_M: the masked and k-grouped layouts tile every group's M
+// rows separately, so their M blocks never span groups.
 inline int scheduled_rows(const GemmProblem& p, int block_m) {
-  return p.layout == GemmLayout::kMGroupedMasked ? p.num_groups * ((p.m + block_m - 1) / block_m) * block_m : p.m;
+  const bool per_group = p.layout == GemmLayout::kMGroupedMasked || p.layout == GemmLayout::kKGroupedContiguous;
+  return per_group ? p.num_groups * ((p.m + block_m - 1) / block_m) * block_m : p.m;
 }
 
 }  // namespace hopperkit::gemm

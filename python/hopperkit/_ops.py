@@ -24,18 +24,20 @@ except ImportError as e:  # pure-Python install, or a build for another torch
 EXTENSION_LOADED = EXTENSION_ERROR is None
 
 # Every public op and the extension op that is its kernel (None: no kernel yet, the op runs its
-# reference on every device). `python -m hopperkit` and the README's status table follow this table.
+# reference on every device); a variant of a public op with a kernel of its own has its own row.
+# `python -m hopperkit` and the README's status table follow this table.
 PUBLIC_OP_KERNELS: dict[str, Optional[str]] = {
     "get_mla_metadata": "get_mla_metadata",
     "mla_combine": "mla_combine",
     "flash_mla_with_kvcache": "mla_dense_decode",  # dense BF16/FP16 caches; sparse still runs the reference
     "quantize_kv_cache": None,
     "dequantize_kv_cache": None,
-    "fp8_gemm_nt": "fp8_gemm_nt_1d2d",  # the 1d2d recipe; 1d1d still runs the reference
+    "fp8_gemm_nt": "fp8_gemm_nt_1d2d",  # the 1d2d recipe (BF16 D)
+    "fp8_gemm_nt (1d1d)": "fp8_gemm_nt_1d1d",  # recipe (1, 1, 128): FP32 D = C + A·Bᵀ, its own kernel
     "bf16_gemm_nt": None,
     "m_grouped_fp8_gemm_nt_contiguous": "m_grouped_fp8_gemm_nt_contiguous_1d2d",
     "m_grouped_fp8_gemm_nt_masked": "m_grouped_fp8_gemm_nt_masked_1d2d",
-    "k_grouped_fp8_gemm_nt_contiguous": None,
+    "k_grouped_fp8_gemm_nt_contiguous": "k_grouped_fp8_gemm_nt_contiguous_1d1d",
     "m_grouped_bf16_gemm_nt_contiguous": None,
     "m_grouped_bf16_gemm_nt_masked": None,
     "per_token_cast_to_fp8": "per_token_cast_to_fp8",
@@ -83,6 +85,14 @@ if EXTENSION_LOADED:
 
     @torch.library.register_fake("hopperkit::fp8_gemm_nt_1d2d")
     def _fp8_gemm_nt_1d2d_fake(a, sfa, b, sfb, d, num_sms, pdl=False) -> None:
+        return None
+
+    @torch.library.register_fake("hopperkit::fp8_gemm_nt_1d1d")
+    def _fp8_gemm_nt_1d1d_fake(a, sfa, b, sfb, d, c, num_sms, pdl=False) -> None:
+        return None
+
+    @torch.library.register_fake("hopperkit::k_grouped_fp8_gemm_nt_contiguous_1d1d")
+    def _k_grouped_fp8_gemm_nt_contiguous_1d1d_fake(a, sfa, b, sfb, d, ks, c, num_sms, pdl=False) -> None:
         return None
 
     @torch.library.register_fake("hopperkit::mla_dense_decode")

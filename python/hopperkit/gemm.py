@@ -142,6 +142,11 @@ def fp8_gemm_nt(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] =
         torch.ops.hopperkit.fp8_gemm_nt_1d2d(A, get_mn_major_tma_aligned_tensor(SFA), B, SFB, d, get_num_sms(device),
                                              get_pdl())
         return
+    if rec == RECIPE_1D1D and K > 0 and _ops.use_kernel("fp8_gemm_nt (1d1d)", device):
+        # Both scales through TMA, MN-major. A separate C is copied into D by the op, then accumulated.
+        torch.ops.hopperkit.fp8_gemm_nt_1d1d(A, get_mn_major_tma_aligned_tensor(SFA), B,
+                                             get_mn_major_tma_aligned_tensor(SFB), d, c, get_num_sms(device), get_pdl())
+        return
     d.copy_(_ref.fp8_gemm_nt(A, SFA, B, SFB, c, recipe=rec, out_dtype=d.dtype))
 
 
@@ -347,7 +352,9 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
     ``ks``: per-group K on the host, each a multiple of 128 (0 allowed); ``ks_tensor``: the same
     values as int32 [G] on the device. A: flat FP8 buffer of M·Σks elements, per group a K-major
     [M, ks[g]] block; B likewise [N, ks[g]] blocks; SFA float32 [M, Σks/128], SFB float32
-    [N, Σks/128]; D float32 [G, M, N]; C float32 [G, M, N] required (it may be D itself).
+    [N, Σks/128]; D float32 [G, M, N]; C float32 [G, M, N] required (it may be D itself). An empty
+    group (ks[g] == 0) gives D[g] = C[g]. On the kernel path the group offsets come from ``ks`` and the
+    call cannot be captured in a CUDA graph (each call builds its per-group tensor maps on the host).
     """
     if tuple(recipe) != RECIPE_1D1D:
         fail("recipe", f"{RECIPE_1D1D} (the k-grouped GEMM uses 1x128 scales on both operands)", repr(recipe))
@@ -377,9 +384,18 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
     device = check_same_device([("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("d", d), ("c", c),
                                 ("ks_tensor", ks_tensor)])
     check_tensor("ks_tensor", ks_tensor, dtype=torch.int32, shape=(G,))
-    if check_values(_ops.use_kernel("k_grouped_fp8_gemm_nt_contiguous", device), device):
+    kernel = _ops.use_kernel("k_grouped_fp8_gemm_nt_contiguous", device)
+    if check_values(kernel, device):
         if ks_tensor.cpu().tolist() != list(ks):
             fail("ks_tensor", f"the same values as ks {list(ks)[:16]}", str(ks_tensor.cpu().tolist()[:16]))
+    if G == 0 or M == 0 or N == 0:
+        return
+    if kernel:
+        # The kernel takes the group offsets from ``ks`` (host); ks_tensor is only checked against it.
+        torch.ops.hopperkit.k_grouped_fp8_gemm_nt_contiguous_1d1d(
+            A, get_mn_major_tma_aligned_tensor(SFA), B, get_mn_major_tma_aligned_tensor(SFB), d, list(ks), c,
+            get_num_sms(device), get_pdl())
+        return
     d.copy_(_ref.k_grouped_fp8_gemm_nt_contiguous(A, SFA, B, SFB, list(ks), c))
 
 

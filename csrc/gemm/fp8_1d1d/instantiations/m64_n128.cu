@@ -1,0 +1,3 @@
+#include "gemm/fp8_1d1d/launch.cuh"
+
+template void hopperkit::gemm::launch_fp8_gemm_1d1d<64, 128>(const Fp8Gemm1d1dParams&, int, bool, cudaStream_t);

@@ -1,0 +1,82 @@
+// Compile-time configuration of the FP8 1d1d GEMM kernel (FP32 D = C + A·Bᵀ, 1×128 scales on A and B).
+#pragma once
+
+#include <cstdint>
+
+#include "common/pipeline.cuh"
+
+namespace hopperkit::gemm {
+
+enum class Fp8Gemm1d1dRole { kMath, kProducer };
+
+// Named barriers of the math warpgroups (ids 1..15; 0 is __syncthreads). Each math warpgroup owns
+// its 64 rows of the D staging tile and synchronises only its own 128 threads: the barrier of
+// warpgroup w is the enumerator + w.
+enum class Fp8Gemm1d1dBarrier : int {
+  kDTileFree = 1,     // the previous tile's TMA store has finished reading the warpgroup's rows of smem D
+  kDTileWritten = 3,  // every thread of the warpgroup has written (and fenced) its fragment into smem D
+};
+
+__device__ __forceinline__ Fp8Gemm1d1dBarrier warpgroup_barrier(Fp8Gemm1d1dBarrier b, int warpgroup) {
+  return static_cast<Fp8Gemm1d1dBarrier>(static_cast<int>(b) + warpgroup);
+}
+
+template <int kBlockM_, int kBlockN_>
+struct Fp8Gemm1d1dTraits {
+  static constexpr int kBlockM = kBlockM_;
+  static constexpr int kBlockN = kBlockN_;
+  // One K block = one scale granularity: the promotion of the tensor-core partial sums happens
+  // exactly where the scales change.
+  static constexpr int kBlockK = 128;
+  static_assert(kBlockM == 64 || kBlockM == 128, "each math warpgroup owns 64 rows (the wgmma M)");
+  // D is staged as 32-column (128-byte) chunks with the 128B swizzle: conflict-free float2 stores
+  // from the accumulator layout, one TMA box per chunk.
+  static_assert(kBlockN % 32 == 0 && kBlockN <= 256, "BLOCK_N must be a multiple of 32 (one 128-byte D chunk)");
+  static constexpr int kDChunks = kBlockN / 32;
+
+  static constexpr int kMathWarpgroups = kBlockM / 64;
+  static constexpr int kMathThreads = 128 * kMathWarpgroups;
+  static constexpr int kThreads = kMathThreads + 128;  // + one producer warpgroup, the last one
+
+  // Register budget (setmaxnreg). Math threads hold the wgmma accumulator and the promoted FP32
+  // totals (BLOCK_N/2 each) plus the BLOCK_N/4 B scales of the K block: 160 live floats at
+  // BLOCK_N = 128. 40·128 + 232·256 = 64512 < 65536. An earlier attempt with a 48-register producer
+  // (48·128 + 232·256 = 65536 exactly) hung: `setmaxnreg.inc` waits until the registers are free in
+  // the SM's pool, and with nothing spare the math warpgroups never got them.
+  static constexpr int kProducerRegisters = 40;
+  static constexpr int kMathRegisters = kMathWarpgroups == 2 ? 232 : 240;
+  static_assert(kProducerRegisters * 128 + kMathRegisters * kMathThreads < 65536,
+                "setmaxnreg needs registers to spare: lower kMathRegisters");
+
+  static constexpr int kBytesA = kBlockM * kBlockK;  // fp8
+  static constexpr int kBytesB = kBlockN * kBlockK;
+  static constexpr int kBytesSFA = kBlockM * 4;
+  static constexpr int kBytesSFB = kBlockN * 4;
+  static constexpr int kSfaSlotFloats = (kBlockM + 31) / 32 * 32;  // TMA destinations are 128-byte aligned
+  static constexpr int kSfbSlotFloats = (kBlockN + 31) / 32 * 32;
+  static constexpr int kStageBytes = kBytesA + kBytesB + (kSfaSlotFloats + kSfbSlotFloats) * 4;
+  static constexpr int kBytesD = kBlockM * kBlockN * 4;
+
+  // As many stages as fit next to the D staging tile and the barriers in the 227 KiB an SM90 CTA may
+  // use (minus the 1 KiB the kernel spends aligning the dynamic shared memory base): 4 at 128×128
+  // (64 KiB of D), 7 at 64×128.
+  static constexpr int kSmemBudget = 232448 - 1024 - 1024;
+  static constexpr int kFitStages = (kSmemBudget - kBytesD) / kStageBytes;
+  static constexpr int kStages = kFitStages > 8 ? 8 : kFitStages;
+  static_assert(kStages >= 3, "fewer than 3 stages cannot hide TMA latency: shrink BLOCK_M/BLOCK_N");
+
+  struct SharedStorage {
+    // D staging tile: [chunk][BLOCK_M rows × 32 floats], 128B swizzle (16-byte unit u of row r at
+    // u ^ (r % 8)). Not shared with the stages: the producer is already loading the next tile.
+    alignas(1024) float d[kDChunks][kBlockM * 32];
+    alignas(1024) uint8_t a[kStages][kBytesA];  // [stage][BLOCK_M rows × 128 B], 128B swizzle
+    alignas(1024) uint8_t b[kStages][kBytesB];  // [stage][BLOCK_N rows × 128 B], 128B swizzle
+    alignas(128) float sfa[kStages][kSfaSlotFloats];
+    alignas(128) float sfb[kStages][kSfbSlotFloats];
+    StageBarriers<kStages> barriers;
+  };
+  static_assert(sizeof(SharedStorage) + 1024 <= 232448, "shared memory over 227 KiB: lower kStages");
+  static constexpr int kSmemBytes = sizeof(SharedStorage) + 1024;
+};
+
+}  // namespace hopperkit::gemm

@@ -1,0 +1,300 @@
+"""GPU tests of the FP8 1d1d GEMM kernel: ``fp8_gemm_nt`` with recipe (1, 1, 128) (FP32 D = C + A·Bᵀ,
+1×128 scales on both operands, the weight gradient) and ``k_grouped_fp8_gemm_nt_contiguous`` (the MoE
+weight gradient, one K per group), run on an SM90 device.
+
+Every case draws fresh seeded BF16 inputs (randn with a random magnitude per 1×128 block, so that a
+wrongly indexed scale shows), quantizes them with ``per_token_cast_to_fp8``, and checks
+- ``calc_diff(D, C + product of the unquantized inputs) < 1e-3`` (DeepGEMM's FP8 bound);
+- ``calc_diff(D, hopperkit.reference on the same FP8 operands) < 1e-5`` (the kernel implements the
+  reference's two-level accumulation; only summation order and fused multiply-adds differ);
+- no NaN in D where D was poisoned (runs without C, C separate from D), C unchanged when separate.
+
+Shapes: DeepGEMM's dense list sampled (M ∈ {1, 7, 64, 128, 4096}), edge sizes (M = 4097, 65; N not a
+multiple of the 128-column tile; K not a multiple of 128), and the k-grouped EP shapes sampled, with
+an empty group. The whole file takes seconds on an H200.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+import torch
+
+import hopperkit
+from hopperkit.reference import gemm as ref_gemm
+from hopperkit.testing import calc_diff, poison_
+
+pytestmark = pytest.mark.gpu
+
+FP8 = torch.float8_e4m3fn
+RECIPE_1D1D = (1, 1, 128)
+QUANT_TOL = 1e-3  # vs C + the product of the unquantized inputs
+REF_TOL = 1e-5  # vs hopperkit.reference on the same quantized operands
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _gen(device: torch.device, *key: object) -> torch.Generator:
+    """A CUDA generator seeded from the case (crc32, so the seed is the same in every process)."""
+    return torch.Generator(device=device).manual_seed(zlib.crc32(repr(key).encode()))
+
+
+def _operand(gen: torch.Generator, rows: int, cols: int) -> torch.Tensor:
+    """BF16 randn [rows, cols] with each 1×128 scale block multiplied by exp(0.5·z): the scales differ
+    enough from block to block that a wrong row, column or K block of scales fails the checks."""
+    factor = torch.exp(0.5 * torch.randn(rows, cdiv(cols, 128), generator=gen, device=gen.device))
+    factor = factor.repeat_interleave(128, 1)[:, :cols]
+    return (torch.randn(rows, cols, generator=gen, device=gen.device) * factor).to(torch.bfloat16)
+
+
+def _check(name: str, d: torch.Tensor, unquantized: torch.Tensor, reference: torch.Tensor) -> None:
+    assert not torch.isnan(d).any(), f"{name}: NaN in D ({int(torch.isnan(d).sum())} elements unwritten?)"
+    diff = calc_diff(d, unquantized)
+    assert diff < QUANT_TOL, f"{name}: calc_diff vs the unquantized product {diff:.3g} >= {QUANT_TOL:g}"
+    diff = calc_diff(d, reference)
+    assert diff < REF_TOL, f"{name}: calc_diff vs hopperkit.reference {diff:.3g} >= {REF_TOL:g}"
+
+
+def _dense_case(device, m, n, k, *key):
+    gen = _gen(device, "1d1d", m, n, k, *key)
+    a, b = _operand(gen, m, k), _operand(gen, n, k)
+    c0 = torch.randn(m, n, generator=gen, device=device) * 32
+    return a, b, hopperkit.per_token_cast_to_fp8(a), hopperkit.per_token_cast_to_fp8(b), c0
+
+
+# --------------------------------------------------------------------------------------------------
+# dense: C = D (accumulate in place), C separate, no C
+# --------------------------------------------------------------------------------------------------
+
+NKS = ((2112, 7168), (576, 7168), (24576, 1536), (7168, 2048), (4096, 7168))
+# Decode-sized M against every (N, K); M = 4096 against three (the reference dominates the runtime).
+DENSE = [(m, n, k) for m in (1, 7, 64, 128) for n, k in NKS] + [(4096, n, k) for n, k in NKS[2:]]
+
+
+@pytest.mark.parametrize("m,n,k", DENSE, ids=[f"M{m}-N{n}-K{k}" for m, n, k in DENSE])
+def test_dense_accumulate_in_place(cuda, m, n, k):
+    a, b, (a_fp8, sfa), (b_fp8, sfb), c0 = _dense_case(cuda, m, n, k)
+    d = c0.clone()
+    hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d, c=d, recipe=RECIPE_1D1D)
+    reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, c0, recipe=RECIPE_1D1D)
+    _check(f"C=D M={m} N={n} K={k}", d, c0 + a.float() @ b.float().T, reference)
+
+
+# M = 4097 and 65 (a last M block with 1 row: the second math warpgroup stores a single row), N not a
+# multiple of the 128-column tile (200, 36, 2112 = 16.5 tiles), K not a multiple of 128 (320, 1008).
+EDGE = ((4097, 2112, 1536), (65, 36, 256), (7, 576, 320), (100, 200, 1008), (1, 8, 128), (129, 4100, 512))
+
+
+@pytest.mark.parametrize("mode", ["c_is_d", "c_separate", "no_c"])
+@pytest.mark.parametrize("m,n,k", EDGE, ids=[f"M{m}-N{n}-K{k}" for m, n, k in EDGE])
+def test_dense_c_modes_and_edges(cuda, m, n, k, mode):
+    a, b, (a_fp8, sfa), (b_fp8, sfb), c0 = _dense_case(cuda, m, n, k, mode)
+    unquantized = a.float() @ b.float().T
+    if mode == "no_c":
+        # The public API requires C for 1d1d; the op itself stores A·Bᵀ when C is None.
+        d = poison_(torch.empty(m, n, dtype=torch.float32, device=cuda))
+        torch.ops.hopperkit.fp8_gemm_nt_1d1d(a_fp8, hopperkit.get_mn_major_tma_aligned_tensor(sfa), b_fp8,
+                                             hopperkit.get_mn_major_tma_aligned_tensor(sfb), d, None,
+                                             hopperkit.get_num_sms(), False)
+        reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, torch.zeros_like(c0), recipe=RECIPE_1D1D)
+        _check(f"no C M={m} N={n} K={k}", d, unquantized, reference)
+        return
+    if mode == "c_is_d":
+        d = c0.clone()
+        c = d
+    else:
+        c = c0.clone()
+        d = poison_(torch.empty(m, n, dtype=torch.float32, device=cuda))
+    hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d, c=c, recipe=RECIPE_1D1D)
+    if mode == "c_separate":
+        assert torch.equal(c, c0), "C was modified (it is only read when it is not D)"
+    reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, c0, recipe=RECIPE_1D1D)
+    _check(f"{mode} M={m} N={n} K={k}", d, c0 + unquantized, reference)
+
+
+def test_dense_row_padded_d_and_c(cuda):
+    """D and C as row-padded views: the padding columns stay untouched (TMA clips at N)."""
+    m, n, k = 300, 200, 512
+    a, b, (a_fp8, sfa), (b_fp8, sfb), c0 = _dense_case(cuda, m, n, k, "padded")
+    d_buf = poison_(torch.empty(m, n + 12, dtype=torch.float32, device=cuda))
+    c_buf = poison_(torch.empty(m, n + 4, dtype=torch.float32, device=cuda))
+    d, c = d_buf[:, :n], c_buf[:, :n]
+    c.copy_(c0)
+    hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d, c=c, recipe=RECIPE_1D1D)
+    assert torch.isnan(d_buf[:, n:]).all(), "D's row padding was written"
+    reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, c0, recipe=RECIPE_1D1D)
+    _check("row-padded", d, c0 + a.float() @ b.float().T, reference)
+
+
+def test_dense_k0_and_empty(cuda):
+    """K = 0 gives D = C; M = 0 or N = 0 writes nothing."""
+    gen = _gen(cuda, "k0")
+    c = torch.randn(64, 256, generator=gen, device=cuda)
+    d = poison_(torch.empty_like(c))
+    # Empty K-major views of 16-byte aligned rows (a bare empty(64, 0) has row stride 1).
+    a = torch.empty(64, 16, dtype=FP8, device=cuda)[:, :0]
+    b = torch.empty(256, 16, dtype=FP8, device=cuda)[:, :0]
+    sf = torch.empty(64, 0, device=cuda), torch.empty(256, 0, device=cuda)
+    hopperkit.fp8_gemm_nt((a, sf[0]), (b, sf[1]), d, c=c, recipe=RECIPE_1D1D)
+    assert torch.equal(d, c)
+    buf = poison_(torch.empty(8, 8, device=cuda))
+    a = torch.ones(0, 128, device=cuda).to(FP8)
+    b = torch.ones(8, 128, device=cuda).to(FP8)
+    hopperkit.fp8_gemm_nt((a, torch.ones(0, 1, device=cuda)), (b, torch.ones(8, 1, device=cuda)), buf[:0], c=buf[:0],
+                          recipe=RECIPE_1D1D)
+    torch.cuda.synchronize()
+    assert torch.isnan(buf).all()
+
+
+def test_dense_opcheck(cuda):
+    """Schema (mutation/alias annotations), fake-tensor and autograd registration of the op. opcheck's
+    test_schema is left out: it re-runs the op on perturbed inputs with arithmetic torch lacks for FP8."""
+    m, n, k = 128, 256, 512
+    _, _, (a_fp8, sfa), (b_fp8, sfb), c0 = _dense_case(cuda, m, n, k, "opcheck")
+    sfa, sfb = hopperkit.get_mn_major_tma_aligned_tensor(sfa), hopperkit.get_mn_major_tma_aligned_tensor(sfb)
+    d = torch.empty(m, n, device=cuda)
+    torch.library.opcheck(torch.ops.hopperkit.fp8_gemm_nt_1d1d.default,
+                          (a_fp8, sfa, b_fp8, sfb, d, c0, hopperkit.get_num_sms(), False),
+                          test_utils=("test_faketensor", "test_autograd_registration"))
+
+
+def test_dense_op_rejects_bad_inputs(cuda):
+    m, n, k = 64, 128, 256
+    _, _, (a_fp8, sfa), (b_fp8, sfb), c0 = _dense_case(cuda, m, n, k, "bad")
+    sfa_t, sfb_t = hopperkit.get_mn_major_tma_aligned_tensor(sfa), hopperkit.get_mn_major_tma_aligned_tensor(sfb)
+    d = torch.empty(m, n, device=cuda)
+    op = torch.ops.hopperkit.fp8_gemm_nt_1d1d
+    sms = hopperkit.get_num_sms()
+    with pytest.raises(ValueError, match="hopperkit: sfb must be"):
+        op(a_fp8, sfa_t, b_fp8, sfb.contiguous(), d, c0, sms, False)  # K-major scales: the op wants MN-major
+    with pytest.raises(ValueError, match="hopperkit: d must be"):
+        op(a_fp8, sfa_t, b_fp8, sfb_t, d[:, :64], c0, sms, False)
+    with pytest.raises(TypeError, match="hopperkit: c must be"):
+        op(a_fp8, sfa_t, b_fp8, sfb_t, d, c0.double(), sms, False)
+    with pytest.raises(ValueError, match="hopperkit: b must be"):
+        op(a_fp8, sfa_t, b_fp8[:, :128], sfb_t, d, c0, sms, False)
+    # C at D's address with other (valid) strides: neither D itself nor a separate tensor.
+    buf = torch.empty(m * 2 * n, device=cuda)
+    with pytest.raises(ValueError, match="hopperkit: c must be d itself"):
+        op(a_fp8, sfa_t, b_fp8, sfb_t, buf[: m * n].view(m, n), buf.as_strided((m, n), (2 * n, 1)), sms, False)
+
+
+# --------------------------------------------------------------------------------------------------
+# k-grouped (MoE weight gradient)
+# --------------------------------------------------------------------------------------------------
+
+
+def _k_grouped_case(device, m, n, ks, *key):
+    """Per group g: A_g [M, ks[g]], B_g [N, ks[g]] (BF16 and quantized), packed as the op takes them."""
+    gen = _gen(device, "k-grouped", m, n, tuple(ks), *key)
+    a_parts = [_operand(gen, m, kg) for kg in ks]
+    b_parts = [_operand(gen, n, kg) for kg in ks]
+    aq = [hopperkit.per_token_cast_to_fp8(p) for p in a_parts]
+    bq = [hopperkit.per_token_cast_to_fp8(p) for p in b_parts]
+    a8 = torch.cat([x.flatten() for x, _ in aq])
+    b8 = torch.cat([x.flatten() for x, _ in bq])
+    sfa = torch.cat([s for _, s in aq], dim=1)
+    sfb = torch.cat([s for _, s in bq], dim=1)
+    c0 = torch.randn(len(ks), m, n, generator=gen, device=device) * 32
+    return a_parts, b_parts, (a8, sfa), (b8, sfb), c0
+
+
+def _run_k_grouped(device, m, n, ks, in_place, *key):
+    a_parts, b_parts, (a8, sfa), (b8, sfb), c0 = _k_grouped_case(device, m, n, ks, *key)
+    ks_tensor = torch.tensor(ks, dtype=torch.int32, device=device)
+    if in_place:
+        d = c0.clone()
+        c = d
+    else:
+        c = c0.clone()
+        d = poison_(torch.empty_like(c0))
+    hopperkit.k_grouped_fp8_gemm_nt_contiguous((a8, sfa), (b8, sfb), d, ks, ks_tensor, c=c)
+    if not in_place:
+        assert torch.equal(c, c0), "C was modified (it is only read when it is not D)"
+    reference = ref_gemm.k_grouped_fp8_gemm_nt_contiguous(a8, sfa, b8, sfb, ks, c0)
+    for g, kg in enumerate(ks):
+        if kg == 0:
+            assert torch.equal(d[g], c0[g]), f"empty group {g}: D[g] must equal C[g]"
+            continue
+        unquantized = c0[g] + a_parts[g].float() @ b_parts[g].float().T
+        _check(f"k-grouped group {g} (K={kg}) M={m} N={n}", d[g], unquantized, reference[g])
+    return d
+
+
+def _ks(groups: int, expected_k: int) -> list[int]:
+    """DeepGEMM's k-grouped sizes: expected × U(0.7, 1.3), aligned to 128."""
+    gen = torch.Generator().manual_seed(zlib.crc32(repr(("ks", groups, expected_k)).encode()))
+    return [int(expected_k * (0.7 + 0.6 * float(torch.rand(1, generator=gen)))) // 128 * 128 for _ in range(groups)]
+
+
+# (G, M, N, expected K per group): DeepGEMM's EP64/EP32/EP16 list, sampled (one per pair of rows).
+K_GROUPED = ((4, 7168, 2048, 8192), (8, 4096, 7168, 4096), (16, 7168, 2048, 2048))
+
+
+@pytest.mark.parametrize("g,m,n,expected_k", K_GROUPED, ids=[f"G{g}-M{m}-N{n}-K{k}" for g, m, n, k in K_GROUPED])
+def test_k_grouped_deepgemm_shapes(cuda, g, m, n, expected_k):
+    ks = _ks(g, expected_k)
+    _run_k_grouped(cuda, m, n, ks, True)
+
+
+@pytest.mark.parametrize("in_place", [True, False], ids=["c_is_d", "c_separate"])
+def test_k_grouped_empty_groups_and_edges(cuda, in_place):
+    # Empty groups first, in the middle and last; M and N not multiples of the tile.
+    _run_k_grouped(cuda, 300, 200, [0, 384, 0, 128, 1024, 0], in_place)
+    _run_k_grouped(cuda, 4097, 2052, [256, 0, 640], in_place)
+
+
+def test_k_grouped_small_m_and_repeatable(cuda):
+    """M <= 64 takes the 64-row tiles; the same inputs give bitwise the same D."""
+    ks = [512, 128, 0, 256]
+    first = _run_k_grouped(cuda, 48, 576, ks, False, "repeat")
+    second = _run_k_grouped(cuda, 48, 576, ks, False, "repeat")
+    assert torch.equal(first, second)
+
+
+def test_k_grouped_all_empty_is_copy(cuda):
+    m, n, ks = 64, 128, [0, 0]
+    c = torch.randn(2, m, n, device=cuda)
+    d = poison_(torch.empty_like(c))
+    empty = torch.empty(0, dtype=FP8, device=cuda)
+    hopperkit.k_grouped_fp8_gemm_nt_contiguous((empty, torch.empty(m, 0, device=cuda)),
+                                               (empty, torch.empty(n, 0, device=cuda)), d, ks,
+                                               torch.zeros(2, dtype=torch.int32, device=cuda), c=c)
+    assert torch.equal(d, c)
+
+
+def test_k_grouped_bad_inputs(cuda, monkeypatch):
+    m, n, ks = 64, 128, [128, 256]
+    _, _, (a8, sfa), (b8, sfb), c0 = _k_grouped_case(cuda, m, n, ks, "bad")
+    kt = torch.tensor(ks, dtype=torch.int32, device=cuda)
+    d = c0.clone()
+    call = hopperkit.k_grouped_fp8_gemm_nt_contiguous
+    with pytest.raises(ValueError, match=r"hopperkit: ks must be non-negative multiples of 128"):
+        call((a8, sfa), (b8, sfb), d, [128, 200], kt, c=d)
+    with pytest.raises(ValueError, match=r"hopperkit: ks must be 2 entries"):
+        call((a8, sfa), (b8, sfb), d, [384], kt, c=d)
+    with pytest.raises(ValueError, match=r"hopperkit: a\[0\] must be"):
+        call((a8[:-16], sfa), (b8, sfb), d, ks, kt, c=d)
+    with pytest.raises(ValueError, match=r"hopperkit: b\[1\] must"):
+        call((a8, sfa), (b8, sfb[:, :2]), d, ks, kt, c=d)
+    with pytest.raises(ValueError, match=r"hopperkit: c must be"):
+        call((a8, sfa), (b8, sfb), d, ks, kt, c=None)
+    with pytest.raises(ValueError, match=r"hopperkit: recipe must be"):
+        call((a8, sfa), (b8, sfb), d, ks, kt, c=d, recipe=(1, 128, 128))
+    monkeypatch.setenv("HOPPERKIT_CHECK_VALUES", "1")
+    with pytest.raises(ValueError, match=r"hopperkit: ks_tensor must be the same values as ks"):
+        call((a8, sfa), (b8, sfb), d, ks, torch.tensor([256, 128], dtype=torch.int32, device=cuda), c=d)
+    # The op's own checks (what the Python layer would otherwise catch first).
+    op = torch.ops.hopperkit.k_grouped_fp8_gemm_nt_contiguous_1d1d
+    sfa_t, sfb_t = hopperkit.get_mn_major_tma_aligned_tensor(sfa), hopperkit.get_mn_major_tma_aligned_tensor(sfb)
+    sms = hopperkit.get_num_sms()
+    with pytest.raises(ValueError, match="hopperkit: ks\\[1\\] must be a non-negative multiple of 128"):
+        op(a8, sfa_t, b8, sfb_t, d, [128, 100], d, sms, False)
+    with pytest.raises(ValueError, match="hopperkit: sfa must be"):
+        op(a8, sfa.contiguous(), b8, sfb_t, d, ks, d, sms, False)
+    with pytest.raises(ValueError, match="hopperkit: b must be a contiguous FP8 buffer"):
+        op(a8, sfa_t, b8[:-128], sfb_t, d, ks, d, sms, False)
+    assert torch.equal(d, c0), "a rejected call wrote D"
