@@ -48,14 +48,6 @@ __device__ __forceinline__ void produce_tile(const Fp8Gemm1d2dParams& p, typenam
   }
 }
 
-// The accumulator fragment of a 64×N wgmma: thread t of the warpgroup holds rows
-// row0 = 16·warp + lane/4 and row0 + 8, columns 8j + 2·(lane%4) + {0, 1} for j < N/8, as
-// acc[4j + {0, 1}] (row0) and acc[4j + {2, 3}] (row0 + 8).
-struct AccumulatorRows {
-  int row0;  // within the warpgroup's 64 rows
-  __device__ __forceinline__ AccumulatorRows(int thread_in_wg) : row0((thread_in_wg / 32) * 16 + (thread_in_wg % 32) / 4) {}
-};
-
 // Two-level accumulation over the K blocks of one tile: each block's 4 wgmmas (K = 32 each) start
 // from zero, and the FP32 result is scaled by sfa·sfb and added to `total` on the CUDA cores. This
 // keeps FP8 tensor-core accumulation (fewer than 24 mantissa bits) to 128-element partial sums.
