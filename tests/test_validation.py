@@ -174,6 +174,21 @@ CASES: list[tuple[str, Callable[[Ctx], object], type, str]] = [
     ("bf16_k_mismatch", lambda c: hopperkit.bf16_gemm_nt(torch.randn(8, 64, device=c.dev).bfloat16(),
                                                           torch.randn(16, 32, device=c.dev).bfloat16(),
                                                           torch.empty(8, 16, device=c.dev).bfloat16()), ValueError, "b must be"),
+    ("bf16_c_dtype", lambda c: hopperkit.bf16_gemm_nt(torch.randn(8, 64, device=c.dev).bfloat16(),
+                                                       torch.randn(16, 64, device=c.dev).bfloat16(),
+                                                       torch.empty(8, 16, device=c.dev).bfloat16(),
+                                                       c=torch.zeros(8, 16, device=c.dev)), TypeError, "c must be"),
+    ("bf16_d_column_major", lambda c: hopperkit.bf16_gemm_nt(torch.randn(8, 64, device=c.dev).bfloat16(),
+                                                              torch.randn(16, 64, device=c.dev).bfloat16(),
+                                                              torch.empty(16, 8, device=c.dev).bfloat16().T), ValueError, "d must be"),
+    ("bf16_masked_b_mn_major", lambda c: hopperkit.m_grouped_bf16_gemm_nt_masked(
+        torch.randn(2, 8, 64, device=c.dev).bfloat16(), torch.randn(2, 64, 16, device=c.dev).bfloat16().transpose(1, 2),
+        torch.empty(2, 8, 16, device=c.dev).bfloat16(), torch.tensor([3, 8], dtype=torch.int32, device=c.dev), 8),
+     ValueError, "b must be"),
+    ("bf16_contiguous_m_indices_dtype", lambda c: hopperkit.m_grouped_bf16_gemm_nt_contiguous(
+        torch.randn(128, 64, device=c.dev).bfloat16(), torch.randn(2, 16, 64, device=c.dev).bfloat16(),
+        torch.empty(128, 16, device=c.dev).bfloat16(), torch.zeros(128, dtype=torch.int64, device=c.dev)),
+     TypeError, "m_indices"),
     # layout and quantization
     ("tma_size_element", lambda c: hopperkit.get_tma_aligned_size(10, 3), ValueError, "element_size"),
     ("mn_major_int", lambda c: hopperkit.get_mn_major_tma_aligned_tensor(torch.ones(4, 4, dtype=torch.int32, device=c.dev)),

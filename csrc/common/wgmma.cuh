@@ -96,6 +96,27 @@ struct HalfWgmma<__half, 256> {
   using ss_k_mn = cute::SM90::GMMA::MMA_64x256x16_F32F16F16_SS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>;
 };
 
+// bf16 wgmma m64nNk16 with both operands in shared memory, each K-major or MN-major (the
+// instruction's transpose bits, valid for 16-bit types only), FP32 accumulators.
+template <int N, cute::SM90::GMMA::Major kMajorA, cute::SM90::GMMA::Major kMajorB>
+struct Bf16SsWgmma;
+template <cute::SM90::GMMA::Major kMajorA, cute::SM90::GMMA::Major kMajorB>
+struct Bf16SsWgmma<128, kMajorA, kMajorB> {
+  using Atom = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<kMajorA, kMajorB>;
+};
+template <cute::SM90::GMMA::Major kMajorA, cute::SM90::GMMA::Major kMajorB>
+struct Bf16SsWgmma<256, kMajorA, kMajorB> {
+  using Atom = cute::SM90::GMMA::MMA_64x256x16_F32BF16BF16_SS<kMajorA, kMajorB>;
+};
+
+// The accumulator fragment of a 64×N wgmma: thread t of the warpgroup holds rows
+// row0 = 16·warp + lane/4 and row0 + 8, columns 8j + 2·(lane%4) + {0, 1} for j < N/8, as
+// acc[4j + {0, 1}] (row0) and acc[4j + {2, 3}] (row0 + 8).
+struct AccumulatorRows {
+  int row0;  // within the warpgroup's 64 rows
+  __device__ __forceinline__ AccumulatorRows(int thread_in_wg) : row0((thread_in_wg / 32) * 16 + (thread_in_wg % 32) / 4) {}
+};
+
 // One wgmma with both operands in shared memory: acc (64×N, N/2 floats per thread) [+]= A·B.
 template <class Atom, int kAccs>
 __device__ __forceinline__ void wgmma_ss(uint64_t desc_a, uint64_t desc_b, float (&acc)[kAccs], bool accumulate) {

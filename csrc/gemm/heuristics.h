@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gemm/bf16/params.h"
 #include "gemm/fp8_1d2d/params.h"
 
 namespace hopperkit::gemm {
@@ -59,6 +60,33 @@ inline int choose_k_splits(int m, int n, int k, const Fp8Gemm1d2dConfig& config,
   // Every split gets at least one K block: as many splits as the per-split count needs.
   const int per_split = (k_blocks + splits - 1) / splits;
   return (k_blocks + per_split - 1) / per_split;
+}
+
+// BF16 GEMM: the same wave-quantisation model over the compiled BF16 tiles. 128×256 (two math
+// warpgroups of 64×256, 128 accumulators each) issues the most wgmma work per byte of shared memory
+// and per barrier round trip; 64-row tiles (one math warpgroup) serve decode-sized M.
+// PERF: the efficiencies are first estimates, not yet measured (bench_gemm.py --only bf16).
+inline Bf16GemmConfig choose_bf16_config(int m, int n, int num_sms, int groups = 1) {
+  struct Candidate {
+    int block_m, block_n;
+    double efficiency;
+  };
+  static constexpr Candidate kCandidates[] = {{128, 256, 1.0}, {128, 128, 0.9}, {64, 256, 0.6}, {64, 128, 0.55}};
+  Bf16GemmConfig best{128, 256};
+  double best_cost = INFINITY;
+  for (const Candidate& c : kCandidates) {
+    if (c.block_m == 128 && m <= 64) continue;  // half the rows would be padding
+    const long tiles =
+        static_cast<long>(groups) * ((m + c.block_m - 1) / c.block_m) * ((n + c.block_n - 1) / c.block_n);
+    const long waves = (tiles + num_sms - 1) / num_sms;
+    const double cost = static_cast<double>(waves) * c.block_m * c.block_n / c.efficiency;
+    if (cost < best_cost) {
+      best_cost = cost;
+      best.block_m = c.block_m;
+      best.block_n = c.block_n;
+    }
+  }
+  return best;
 }
 
 }  // namespace hopperkit::gemm

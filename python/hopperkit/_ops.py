@@ -34,12 +34,12 @@ PUBLIC_OP_KERNELS: dict[str, Optional[str]] = {
     "dequantize_kv_cache": None,
     "fp8_gemm_nt": "fp8_gemm_nt_1d2d",  # the 1d2d recipe (BF16 D)
     "fp8_gemm_nt (1d1d)": "fp8_gemm_nt_1d1d",  # recipe (1, 1, 128): FP32 D = C + A·Bᵀ, its own kernel
-    "bf16_gemm_nt": None,
+    "bf16_gemm_nt": "bf16_gemm",  # every majorness of A and B (nt/nn/tn/tt), BF16 or FP32 D, optional C
     "m_grouped_fp8_gemm_nt_contiguous": "m_grouped_fp8_gemm_nt_contiguous_1d2d",
     "m_grouped_fp8_gemm_nt_masked": "m_grouped_fp8_gemm_nt_masked_1d2d",
     "k_grouped_fp8_gemm_nt_contiguous": "k_grouped_fp8_gemm_nt_contiguous_1d1d",
-    "m_grouped_bf16_gemm_nt_contiguous": None,
-    "m_grouped_bf16_gemm_nt_masked": None,
+    "m_grouped_bf16_gemm_nt_contiguous": "m_grouped_bf16_gemm_nt_contiguous",
+    "m_grouped_bf16_gemm_nt_masked": "m_grouped_bf16_gemm_nt_masked",
     "per_token_cast_to_fp8": "per_token_cast_to_fp8",
     "per_block_cast_to_fp8": "per_block_cast_to_fp8",
 }
@@ -107,6 +107,18 @@ if EXTENSION_LOADED:
 
     @torch.library.register_fake("hopperkit::m_grouped_fp8_gemm_nt_masked_1d2d")
     def _m_grouped_masked_fake(a, sfa, b, sfb, d, masked_m, expected_m, num_sms, pdl=False) -> None:
+        return None
+
+    @torch.library.register_fake("hopperkit::bf16_gemm")
+    def _bf16_gemm_fake(a, b, d, c, num_sms, pdl=False) -> None:
+        return None
+
+    @torch.library.register_fake("hopperkit::m_grouped_bf16_gemm_nt_contiguous")
+    def _m_grouped_bf16_contiguous_fake(a, b, d, m_indices, num_sms, pdl=False) -> None:
+        return None
+
+    @torch.library.register_fake("hopperkit::m_grouped_bf16_gemm_nt_masked")
+    def _m_grouped_bf16_masked_fake(a, b, d, masked_m, expected_m, num_sms, pdl=False) -> None:
         return None
 
     @torch.library.register_fake("hopperkit::mla_combine")

@@ -8,6 +8,11 @@ Limits, the same on every device (they are what a TMA-based SM90 kernel needs, s
 the reference path also runs on the kernels): FP8 operands K-major (``stride(-1) == 1``) with row
 strides that are multiples of 16 bytes (K % 16 == 0 for contiguous rows); D and C row-major with row
 strides that are multiples of 16 bytes (N % 8 for BF16, N % 4 for FP32).
+
+BF16 operands may be K-major or MN-major (``bf16_gemm_nt`` and its aliases); the kernel reads them
+through TMA, which needs the stride it steps over to be a multiple of 16 bytes (8 elements: K % 8 for
+contiguous K-major rows, M % 8 or N % 8 for MN-major ones) and a 16-byte aligned base. BF16 operands
+outside these limits are still accepted: they run the reference path (slower, same result).
 """
 
 from __future__ import annotations
@@ -172,9 +177,42 @@ def fp8_gemm_tt(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] =
     fp8_gemm_nt((A.T, SFA.T), (B.T, SFB.T), d, c, recipe)
 
 
+def _bf16_tma_ok(t: torch.Tensor) -> bool:
+    """A BF16 operand the kernel can read: [rows, K] K-major or MN-major ([G, rows, K]: K-major), the
+    other strides multiples of 8 elements (16 bytes), the base 16-byte aligned (TMA)."""
+    if t.numel() == 0 or t.device.type != "cuda" or t.data_ptr() % 16:
+        return False
+
+    def aligned(dims, extent):  # 16-byte multiples covering the contiguous extent (no overlap)
+        return all(t.size(i) == 1 or (t.stride(i) % 8 == 0 and t.stride(i) >= extent) for i in dims)
+
+    last = t.dim() - 1
+    k_major = (t.size(last) == 1 or t.stride(last) == 1) and aligned(range(last), t.size(last))
+    if t.dim() != 2:
+        return k_major
+    mn_major = (t.size(0) == 1 or t.stride(0) == 1) and aligned([1], t.size(0))
+    return k_major or mn_major
+
+
+def _fast_bf16_gemm(a, b, d, c) -> bool:
+    if a.dim() != 2 or b.dim() != 2 or a.shape[0] == 0 or a.shape[1] == 0 or b.shape[0] == 0:
+        return False
+    if not _ops.use_kernel("bf16_gemm_nt", d.device):
+        return False
+    torch.ops.hopperkit.bf16_gemm(a, b, d, c, get_num_sms(d.device), get_pdl())
+    return True
+
+
 def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None:
     """``D = C + A·Bᵀ`` with bfloat16 A [M, K] and B [N, K] (K- or MN-major), FP32 accumulation;
-    D bfloat16 or float32 [M, N]; C optional, same dtype as D (it may be D itself)."""
+    D bfloat16 or float32 [M, N]; C optional, same dtype as D (it may be D itself).
+
+    On SM90 a persistent TMA + wgmma kernel reads either majorness directly (the nn/tn/tt aliases are
+    views, never copies) when the operands meet TMA's limits (module docstring); others run the
+    reference. K = 0 gives D = C (or 0)."""
+    if isinstance(d, torch.Tensor) and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        if _kernel_fast_path(lambda: _fast_bf16_gemm(a, b, d, c)):
+            return
     check_tensor("a", a, dtype=torch.bfloat16, ndim=2)
     check_tensor("b", b, dtype=torch.bfloat16, ndim=2)
     M, K = a.shape
@@ -187,8 +225,11 @@ def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[
             fail(name, "K-major or MN-major (one of the last two strides is 1)", f"strides {t.stride()}")
     if c is not None:
         _check_output("c", c, d.dtype, (M, N))
-    check_same_device([("a", a), ("b", b), ("d", d), ("c", c)])
+    device = check_same_device([("a", a), ("b", b), ("d", d), ("c", c)])
     if M == 0 or N == 0:
+        return
+    if K > 0 and _ops.use_kernel("bf16_gemm_nt", device) and _bf16_tma_ok(a) and _bf16_tma_ok(b):
+        torch.ops.hopperkit.bf16_gemm(a, b, d, c, get_num_sms(device), get_pdl())
         return
     d.copy_(_ref.bf16_gemm_nt(a, b, c, out_dtype=d.dtype))
 
@@ -399,9 +440,34 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
     d.copy_(_ref.k_grouped_fp8_gemm_nt_contiguous(A, SFA, B, SFB, list(ks), c))
 
 
+def _fast_m_grouped_bf16_contiguous(a, b, d, m_indices) -> bool:
+    if a.dim() != 2 or a.shape[0] == 0 or a.shape[1] == 0 or d.dim() != 2 or d.shape[1] == 0:
+        return False
+    device = d.device
+    if not _ops.use_kernel("m_grouped_bf16_gemm_nt_contiguous", device) or check_values(True, device):
+        return False
+    torch.ops.hopperkit.m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices, get_num_sms(device), get_pdl())
+    return True
+
+
+def _fast_m_grouped_bf16_masked(a, b, d, masked_m, expected_m) -> bool:
+    if a.dim() != 3 or a.shape[2] == 0 or d.numel() == 0 or isinstance(expected_m, bool) or not isinstance(expected_m, int):
+        return False
+    device = d.device
+    if not _ops.use_kernel("m_grouped_bf16_gemm_nt_masked", device) or check_values(True, device):
+        return False
+    torch.ops.hopperkit.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m, get_num_sms(device), get_pdl())
+    return True
+
+
 def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, m_indices: torch.Tensor) -> None:
     """BF16 MoE grouped GEMM, contiguous layout: A [M_sum, K], B [G, N, K], D bf16 [M_sum, N],
-    ``m_indices`` as in ``m_grouped_fp8_gemm_nt_contiguous`` (padding rows of D are written as 0)."""
+    ``m_indices`` as in ``m_grouped_fp8_gemm_nt_contiguous`` (padding rows of D are written as 0,
+    whatever A holds there). A and B K-major; on SM90 the BF16 GEMM kernel runs when their strides
+    meet TMA's limits (module docstring), the reference otherwise."""
+    if isinstance(d, torch.Tensor) and isinstance(a, torch.Tensor):
+        if _kernel_fast_path(lambda: _fast_m_grouped_bf16_contiguous(a, b, d, m_indices)):
+            return
     check_tensor("a", a, dtype=torch.bfloat16, ndim=2, last_dim_contiguous=True)
     check_tensor("b", b, dtype=torch.bfloat16, ndim=3, last_dim_contiguous=True)
     M, K = a.shape
@@ -410,8 +476,12 @@ def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     _check_output("d", d, torch.bfloat16, (M, N))
     check_tensor("m_indices", m_indices, dtype=torch.int32, shape=(M,), contiguous=True)
     device = check_same_device([("a", a), ("b", b), ("d", d), ("m_indices", m_indices)])
-    _check_m_indices(m_indices, G, device, _ops.use_kernel("m_grouped_bf16_gemm_nt_contiguous", device))
+    kernel = _ops.use_kernel("m_grouped_bf16_gemm_nt_contiguous", device)
+    _check_m_indices(m_indices, G, device, kernel)
     if M == 0 or N == 0:
+        return
+    if kernel and G > 0 and K > 0 and _bf16_tma_ok(a) and _bf16_tma_ok(b):
+        torch.ops.hopperkit.m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices, get_num_sms(device), get_pdl())
         return
     d.copy_(_ref.m_grouped_bf16_gemm_nt_contiguous(a, b, m_indices))
 
@@ -419,7 +489,13 @@ def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
 def m_grouped_bf16_gemm_nt_masked(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, masked_m: torch.Tensor,
                                   expected_m: int) -> None:
     """BF16 MoE grouped GEMM, masked layout: A [G, M_max, K], B [G, N, K], D bf16 [G, M_max, N]; rows
-    at or past ``masked_m[g]`` are written as 0."""
+    at or past ``masked_m[g]`` are written as 0. ``masked_m`` int32 [G] is read on the device (one CUDA
+    graph capture serves any counts); ``expected_m`` only steers the kernel's tile choice. A and B
+    K-major; on SM90 the BF16 GEMM kernel runs when their strides meet TMA's limits (module
+    docstring), the reference otherwise."""
+    if isinstance(d, torch.Tensor) and isinstance(a, torch.Tensor):
+        if _kernel_fast_path(lambda: _fast_m_grouped_bf16_masked(a, b, d, masked_m, expected_m)):
+            return
     check_tensor("a", a, dtype=torch.bfloat16, ndim=3, last_dim_contiguous=True)
     check_tensor("b", b, dtype=torch.bfloat16, ndim=3, last_dim_contiguous=True)
     G, M_max, K = a.shape
@@ -427,7 +503,11 @@ def m_grouped_bf16_gemm_nt_masked(a: torch.Tensor, b: torch.Tensor, d: torch.Ten
     check_tensor("b", b, shape=(G, N, K))
     _check_output("d", d, torch.bfloat16, (G, M_max, N))
     device = check_same_device([("a", a), ("b", b), ("d", d)])
-    _check_masked_m(masked_m, G, M_max, expected_m, device, _ops.use_kernel("m_grouped_bf16_gemm_nt_masked", device))
+    kernel = _ops.use_kernel("m_grouped_bf16_gemm_nt_masked", device)
+    _check_masked_m(masked_m, G, M_max, expected_m, device, kernel)
     if d.numel() == 0:
+        return
+    if kernel and K > 0 and _bf16_tma_ok(a) and _bf16_tma_ok(b):
+        torch.ops.hopperkit.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m, get_num_sms(device), get_pdl())
         return
     d.copy_(_ref.m_grouped_bf16_gemm_nt_masked(a, b, masked_m))

@@ -48,14 +48,6 @@ __device__ __forceinline__ void produce_tile(const Fp8Gemm1d2dParams& p, typenam
   }
 }
 
-// The accumulator fragment of a 64×N wgmma: thread t of the warpgroup holds rows
-// row0 = 16·warp + lane/4 and row0 + 8, columns 8j + 2·(lane%4) + {0, 1} for j < N/8, as
-// acc[4j + {0, 1}] (row0) and acc[4j + {2, 3}] (row0 + 8).
-struct AccumulatorRows {
-  int row0;  // within the warpgroup's 64 rows
-  __device__ __forceinline__ AccumulatorRows(int thread_in_wg) : row0((thread_in_wg / 32) * 16 + (thread_in_wg % 32) / 4) {}
-};
-
 // The scale factors of one K block for this thread's two rows, for the tile columns before and
 // after `split` (they differ only when a BLOCK_N = 192 tile straddles two B scale blocks).
 struct BlockScales {

@@ -1,0 +1,34 @@
+// Maps a runtime tile configuration and operand majorness onto the compiled instantiations.
+#include "common/host_checks.h"
+#include "gemm/bf16/params.h"
+
+namespace hopperkit::gemm {
+
+template <int kBlockM, int kBlockN, OperandMajor kMajorA, OperandMajor kMajorB>
+void launch_bf16_gemm(const Bf16GemmParams& params, int num_sms, bool pdl, cudaStream_t stream);
+
+namespace {
+
+template <OperandMajor kMajorA, OperandMajor kMajorB>
+void dispatch_tile(const Bf16GemmParams& params, Bf16GemmConfig config, int num_sms, bool pdl, cudaStream_t stream) {
+#define HK_BF16_CONFIG(BM, BN) \
+  if (config.block_m == BM && config.block_n == BN) return launch_bf16_gemm<BM, BN, kMajorA, kMajorB>(params, num_sms, pdl, stream);
+  HK_BF16_CONFIG(128, 256)
+  HK_BF16_CONFIG(128, 128)
+  HK_BF16_CONFIG(64, 256)
+  HK_BF16_CONFIG(64, 128)
+#undef HK_BF16_CONFIG
+  HK_CHECK(false, "no BF16 GEMM compiled for BLOCK_M=", config.block_m, " BLOCK_N=", config.block_n);
+}
+
+}  // namespace
+
+void run_bf16_gemm(const Bf16GemmParams& params, Bf16GemmConfig config, int num_sms, bool pdl, cudaStream_t stream) {
+  constexpr OperandMajor K = OperandMajor::kK, MN = OperandMajor::kMN;
+  if (config.major_a == K && config.major_b == K) return dispatch_tile<K, K>(params, config, num_sms, pdl, stream);
+  if (config.major_a == K && config.major_b == MN) return dispatch_tile<K, MN>(params, config, num_sms, pdl, stream);
+  if (config.major_a == MN && config.major_b == K) return dispatch_tile<MN, K>(params, config, num_sms, pdl, stream);
+  return dispatch_tile<MN, MN>(params, config, num_sms, pdl, stream);
+}
+
+}  // namespace hopperkit::gemm

@@ -1,0 +1,82 @@
+// Epilogue of the BF16 GEMM: optional C added in FP32, conversion to D's dtype, bounds-checked
+// vector stores of one warpgroup's rows straight from the accumulator registers.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include "common/wgmma.cuh"
+#include "gemm/bf16/params.h"
+#include "gemm/scheduler.cuh"
+
+namespace hopperkit::gemm {
+
+template <class Out>
+struct OutputPair;
+template <>
+struct OutputPair<float> {
+  using Vec = float2;
+  static __device__ __forceinline__ Vec pack(float x, float y) { return make_float2(x, y); }
+  static __device__ __forceinline__ float2 unpack(Vec v) { return v; }
+  static __device__ __forceinline__ float to_float(float v) { return v; }
+  static __device__ __forceinline__ float from_float(float v) { return v; }
+};
+template <>
+struct OutputPair<__nv_bfloat16> {
+  using Vec = __nv_bfloat162;
+  static __device__ __forceinline__ Vec pack(float x, float y) { return __floats2bfloat162_rn(x, y); }
+  static __device__ __forceinline__ float2 unpack(Vec v) { return __bfloat1622float2(v); }
+  static __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+  static __device__ __forceinline__ __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
+};
+
+// Columns (col, col + 1) of one row: D = C + acc. A pair is stored as one vector (D's rows are
+// 16-byte aligned and col is even); a pair cut by N stores its first element alone. C is read
+// before D is written by the same thread, so C may alias D. Rows without a result store 0 and never
+// read C (grouped layouts have no C).
+template <class Out>
+__device__ __forceinline__ void store_pair(Out* d_row, const Out* c_row, int col, int n, bool keep, float x, float y) {
+  using P = OutputPair<Out>;
+  if (!keep) x = y = 0.0f;
+  if (col + 1 < n) {
+    if (keep && c_row != nullptr) {
+      const float2 c = P::unpack(*reinterpret_cast<const typename P::Vec*>(c_row + col));
+      x += c.x;
+      y += c.y;
+    }
+    *reinterpret_cast<typename P::Vec*>(d_row + col) = P::pack(x, y);
+  } else if (col < n) {
+    if (keep && c_row != nullptr) x += P::to_float(c_row[col]);
+    d_row[col] = P::from_float(x);
+  }
+}
+
+// Rows without a result (contiguous padding rows, masked rows past masked_m[g], whole blocks with
+// group -1 whose accumulators are not computed) are written as 0: by select, since their A rows may
+// hold NaN.
+template <class T, class Out>
+__device__ __forceinline__ void store_tile(const Bf16GemmParams& p, int warpgroup, AccumulatorRows rows,
+                                           const MBlockRows& block, int n_block, const float (&acc)[T::kBlockN / 2]) {
+  const int lane = threadIdx.x % 32;
+  const int r_a = warpgroup * 64 + rows.row0, r_b = r_a + 8;  // rows within the block
+  const bool store_a = r_a < block.store_rows, store_b = r_b < block.store_rows;
+  bool keep_a = block.group >= 0 && r_a < block.valid_rows, keep_b = block.group >= 0 && r_b < block.valid_rows;
+  if (p.layout == GemmLayout::kMGroupedContiguous) {
+    keep_a = keep_a && store_a && __ldg(p.m_indices + block.a_row + r_a) >= 0;
+    keep_b = keep_b && store_b && __ldg(p.m_indices + block.a_row + r_b) >= 0;
+  }
+  const int col0 = n_block * T::kBlockN + 2 * (lane % 4);
+  Out* d_slab = static_cast<Out*>(p.d) + block.a_group * p.ldd_group;
+  Out* d_a = d_slab + static_cast<int64_t>(block.a_row + r_a) * p.ldd;
+  Out* d_b = d_slab + static_cast<int64_t>(block.a_row + r_b) * p.ldd;
+  const Out* c = static_cast<const Out*>(p.c);
+  const Out* c_a = c == nullptr ? nullptr : c + static_cast<int64_t>(block.a_row + r_a) * p.ldc;
+  const Out* c_b = c == nullptr ? nullptr : c + static_cast<int64_t>(block.a_row + r_b) * p.ldc;
+#pragma unroll
+  for (int j = 0; j < T::kBlockN / 8; ++j) {
+    const int col = col0 + 8 * j;
+    if (store_a) store_pair<Out>(d_a, c_a, col, p.n, keep_a, acc[4 * j + 0], acc[4 * j + 1]);
+    if (store_b) store_pair<Out>(d_b, c_b, col, p.n, keep_b, acc[4 * j + 2], acc[4 * j + 3]);
+  }
+}
+
+}  // namespace hopperkit::gemm

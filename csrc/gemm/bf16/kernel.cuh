@@ -1,0 +1,83 @@
+// BF16 GEMM: D = C + A·Bᵀ with bf16 A [M, K] and B [N, K], each K-major or MN-major (nt/nn/tn/tt
+// without copies), FP32 accumulation over the whole K, D bf16 or fp32, C optional. Persistent (one
+// CTA per SM), warp-specialised:
+//
+// | warpgroup            | threads  | registers | duty                                                |
+// |----------------------|----------|-----------|-----------------------------------------------------|
+// | math 0 (.. math 1)   | 128 each | 232 / 240 | 4 × wgmma 64×BLOCK_N×16 per K block, chained; store |
+// | producer (last)      | 128      | 40        | one elected thread issues every TMA load            |
+//
+// Pipeline: kStages shared-memory stages, each one 64-wide K block of A and B, guarded by full/empty
+// mbarriers (common/pipeline.cuh). The math warpgroups keep one wgmma batch in flight and release a
+// stage one K block late (mainloop.cuh).
+#pragma once
+
+#include <cutlass/arch/reg_reconfig.h>
+
+#include "common/device.cuh"
+#include "gemm/bf16/epilogue.cuh"
+#include "gemm/bf16/mainloop.cuh"
+#include "gemm/bf16/traits.h"
+#include "gemm/scheduler.cuh"
+
+namespace hopperkit::gemm {
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, 1) bf16_gemm_kernel(const __grid_constant__ Bf16GemmParams p) {
+  extern __shared__ uint8_t smem_raw[];
+  // The 128B swizzle is a function of absolute shared-memory address bits: align the tiles to 1 KiB.
+  const uint32_t misalignment = cute::cast_smem_ptr_to_uint(smem_raw) & 1023u;
+  auto& smem = *reinterpret_cast<typename T::SharedStorage*>(smem_raw + ((1024u - misalignment) & 1023u));
+  // Broadcast from lane 0 so the compiler sees the role as warp-uniform (wgmma in a branch it
+  // considers divergent is serialized, ptxas C7520).
+  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
+  const Bf16GemmRole role = warpgroup == T::kMathWarpgroups ? Bf16GemmRole::kProducer : Bf16GemmRole::kMath;
+
+  if (threadIdx.x == T::kMathThreads) {
+    tma_prefetch_descriptor(&p.tma_a);
+    tma_prefetch_descriptor(&p.tma_b);
+    smem.barriers.init(/*consumer_warps=*/T::kMathThreads / 32);
+  }
+  __syncthreads();
+  // With PDL the previous kernel in the stream may still be writing A, B or C.
+  pdl_wait_for_prerequisites();
+
+  TileScheduler<T::kBlockM, T::kBlockN> scheduler(p);
+  const int num_k_blocks = (p.k + T::kBlockK - 1) / T::kBlockK;
+  PipelineState<T::kStages> st;
+  int unit;
+
+  if (role == Bf16GemmRole::kProducer) {
+    cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegisters>();
+    if (threadIdx.x == T::kMathThreads) {
+      while (scheduler.next(unit)) {
+        int m_block, n_block;
+        scheduler.blocks_of(unit, m_block, n_block);
+        const MBlockRows block = resolve_m_block<T::kBlockM>(p, m_block);
+        if (block.group >= 0) produce_tile<T>(p, smem, st, block, n_block, num_k_blocks);
+      }
+    }
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<T::kMathRegisters>();
+    const AccumulatorRows rows(threadIdx.x % 128);
+    float acc[T::kBlockN / 2];
+    while (scheduler.next(unit)) {
+      int m_block, n_block;
+      scheduler.blocks_of(unit, m_block, n_block);
+      // Warp-uniform for the compiler too (see the role above); blocks without any result row
+      // (padding, or past masked_m) skip the mainloop and store zeros.
+      const int group = __shfl_sync(0xffffffffu, resolve_m_block<T::kBlockM>(p, m_block).group, 0);
+      if (group >= 0) mma_tile<T>(smem, st, warpgroup, num_k_blocks, acc);
+      // Decoded again rather than kept live across the mainloop: registers are at their limit.
+      scheduler.blocks_of(unit, m_block, n_block);
+      const MBlockRows block = resolve_m_block<T::kBlockM>(p, m_block);
+      if (p.output == Bf16GemmOutput::kFp32) {
+        store_tile<T, float>(p, warpgroup, rows, block, n_block, acc);
+      } else {
+        store_tile<T, __nv_bfloat16>(p, warpgroup, rows, block, n_block, acc);
+      }
+    }
+  }
+}
+
+}  // namespace hopperkit::gemm

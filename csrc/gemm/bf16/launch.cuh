@@ -1,0 +1,31 @@
+// Launcher of the BF16 GEMM for one tile configuration and operand majorness.
+#pragma once
+
+#include "common/launch.h"
+#include "gemm/bf16/kernel.cuh"
+
+namespace hopperkit::gemm {
+
+template <int kBlockM, int kBlockN, OperandMajor kMajorA, OperandMajor kMajorB>
+void launch_bf16_gemm(const Bf16GemmParams& params_in, int num_sms, bool pdl, cudaStream_t stream) {
+  using T = Bf16GemmTraits<kBlockM, kBlockN, kMajorA, kMajorB>;
+  Bf16GemmParams params = params_in;
+  params.sched_rows = scheduled_rows(params, kBlockM);
+  params.k_splits = 1;
+  HK_CHECK(params.layout == GemmLayout::kNormal || (kMajorA == OperandMajor::kK && kMajorB == OperandMajor::kK),
+           "the grouped BF16 GEMMs take K-major operands only");
+  HK_CHECK(params.layout != GemmLayout::kMGroupedContiguous || kBlockM <= 128,
+           "contiguous segments are aligned to 128 rows: BLOCK_M must not exceed 128");
+  HK_CHECK(params.k >= 1, "the BF16 GEMM kernel needs K >= 1 (K = 0 is D = C, handled by the op)");
+  const long tiles = static_cast<long>((params.sched_rows + kBlockM - 1) / kBlockM) * ((params.n + kBlockN - 1) / kBlockN);
+  if (tiles == 0) return;
+  LaunchConfig cfg;
+  cfg.grid = dim3(static_cast<unsigned>(tiles < num_sms ? tiles : num_sms));
+  cfg.block = dim3(T::kThreads);
+  cfg.smem_bytes = T::kSmemBytes;
+  cfg.stream = stream;
+  cfg.pdl = pdl;
+  launch_kernel(bf16_gemm_kernel<T>, cfg, params);
+}
+
+}  // namespace hopperkit::gemm

@@ -1,0 +1,41 @@
+// Host/device interface of the BF16 GEMM: D = C + A·Bᵀ, bf16 A and B (each K- or MN-major), FP32
+// accumulation, D bf16 or fp32, C optional in D's dtype.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include "gemm/problem.h"
+
+namespace hopperkit::gemm {
+
+// Which dimension of an operand is contiguous in memory. A [M, K] is K-major when stride(1) == 1
+// ("n" in nt), MN-major when stride(0) == 1 (the "t" of tn/tt); likewise B [N, K].
+enum class OperandMajor : int32_t { kK = 0, kMN = 1 };
+
+enum class Bf16GemmOutput : int32_t { kBf16 = 0, kFp32 = 1 };
+
+struct Bf16GemmParams : GemmProblem {
+  // K-major operand: [rows, K] map, box [BLOCK_rows, 64], 128B swizzle (A masked: 3-D [G, M_max, K];
+  // B grouped: 3-D [G, N, K]). MN-major operand: [K, rows] map, box [64, 64] (64 K rows × 64
+  // M/N elements), 128B swizzle, loaded BLOCK_rows / 64 times per stage.
+  CUtensorMap tma_a;
+  CUtensorMap tma_b;
+  Bf16GemmOutput output = Bf16GemmOutput::kBf16;
+  void* d = nullptr;        // D [M, N] (masked: [G, M_max, N]), row stride ldd, group stride ldd_group
+  const void* c = nullptr;  // C [M, N] in D's dtype, row stride ldc, or null; may alias D
+  int64_t ldd = 0, ldc = 0;
+  int64_t ldd_group = 0;
+};
+
+// Tile configurations compiled into the library (one instantiation file each).
+struct Bf16GemmConfig {
+  int block_m, block_n;
+  OperandMajor major_a = OperandMajor::kK, major_b = OperandMajor::kK;
+};
+
+void run_bf16_gemm(const Bf16GemmParams& params, Bf16GemmConfig config, int num_sms, bool pdl, cudaStream_t stream);
+
+}  // namespace hopperkit::gemm

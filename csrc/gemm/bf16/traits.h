@@ -1,0 +1,66 @@
+// Compile-time configuration of the BF16 GEMM kernel.
+#pragma once
+
+#include <cstdint>
+
+#include <cute/arch/mma_sm90_desc.hpp>
+
+#include "common/pipeline.cuh"
+#include "gemm/bf16/params.h"
+
+namespace hopperkit::gemm {
+
+enum class Bf16GemmRole { kMath, kProducer };
+
+template <int kBlockM_, int kBlockN_, OperandMajor kMajorA_, OperandMajor kMajorB_>
+struct Bf16GemmTraits {
+  static constexpr int kBlockM = kBlockM_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr OperandMajor kMajorA = kMajorA_;
+  static constexpr OperandMajor kMajorB = kMajorB_;
+  static_assert(kBlockM == 64 || kBlockM == 128, "each math warpgroup owns 64 rows (the wgmma M)");
+  static_assert(kBlockN == 128 || kBlockN == 256, "wgmma N of 128 or 256");
+  // One K block = 64 bf16 = one 128-byte swizzle row: a K-major tile is [rows × 128 B], an MN-major
+  // tile is BLOCK/64 chunks of [64 K rows × 128 B] (64 M/N elements per row), so both layouts are
+  // built from 8 KiB pieces holding 64 rows (K-major) or 64 columns (MN-major) of the operand.
+  static constexpr int kBlockK = 64;
+  static constexpr int kChunkBytes = 64 * 128;
+  static constexpr int kWgmmaK = 16;
+
+  static constexpr auto kGmmaMajorA =
+      kMajorA == OperandMajor::kK ? cute::SM90::GMMA::Major::K : cute::SM90::GMMA::Major::MN;
+  static constexpr auto kGmmaMajorB =
+      kMajorB == OperandMajor::kK ? cute::SM90::GMMA::Major::K : cute::SM90::GMMA::Major::MN;
+
+  static constexpr int kMathWarpgroups = kBlockM / 64;
+  static constexpr int kMathThreads = 128 * kMathWarpgroups;
+  static constexpr int kThreads = kMathThreads + 128;  // + one producer warpgroup, the last one
+
+  // Register budget (setmaxnreg). The producer needs a few dozen registers for addresses and
+  // barrier state; each math thread holds BLOCK_N/2 FP32 accumulators (128 at BLOCK_N = 256).
+  // 40·128 + 232·256 = 64512 < 65536: the whole register file must never be handed out (an
+  // earlier kernel with exactly 65536 hung, its setmaxnreg.inc never granted).
+  static constexpr int kProducerRegisters = 40;
+  static constexpr int kMathRegisters = kMathWarpgroups == 2 ? 232 : 240;
+  static_assert(kProducerRegisters * 128 + kMathRegisters * kMathThreads < 65536, "register file overflow");
+
+  static constexpr int kBytesA = kBlockM * kBlockK * 2;
+  static constexpr int kBytesB = kBlockN * kBlockK * 2;
+  static constexpr int kStageBytes = kBytesA + kBytesB;
+
+  // As many stages as fit next to the barriers in the 227 KiB an SM90 CTA may use (minus the 1 KiB
+  // the kernel spends aligning the dynamic shared memory base): 4 at 128×256, 7 at 128×128.
+  static constexpr int kSmemBudget = 232448 - 1024 - 1024;
+  static constexpr int kStages = kSmemBudget / kStageBytes > 8 ? 8 : kSmemBudget / kStageBytes;
+  static_assert(kStages >= 3, "fewer than 3 stages cannot hide TMA latency: shrink BLOCK_M/BLOCK_N");
+
+  struct SharedStorage {
+    alignas(1024) uint8_t a[kStages][kBytesA];  // [stage][BLOCK_M × 64] bf16, 128B swizzle, 8 KiB pieces
+    alignas(1024) uint8_t b[kStages][kBytesB];  // [stage][BLOCK_N × 64] bf16, 128B swizzle, 8 KiB pieces
+    StageBarriers<kStages> barriers;
+  };
+  static_assert(sizeof(SharedStorage) + 1024 <= 232448, "shared memory over 227 KiB: lower kStages");
+  static constexpr int kSmemBytes = sizeof(SharedStorage) + 1024;
+};
+
+}  // namespace hopperkit::gemm

@@ -1,0 +1,257 @@
+// BF16 GEMM ops: dense D = C + A·Bᵀ (A, B each K- or MN-major) and the m-grouped MoE layouts.
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include "common/tma.h"
+#include "gemm/bf16/params.h"
+#include "gemm/heuristics.h"
+#include "ops/checks.h"
+
+namespace hopperkit::ops {
+namespace {
+
+constexpr int64_t kBf16PerTmaRow = 8;  // TMA strides are multiples of 16 bytes = 8 bf16
+
+bool aligned16(const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
+
+// A stride TMA never steps over (the dimension has one entry) still has to be encoded as a multiple of
+// 16 bytes: any such value works.
+int64_t tma_stride(const at::Tensor& t, int dim, int64_t inner) {
+  return t.size(dim) > 1 ? t.stride(dim) : (inner + kBf16PerTmaRow - 1) / kBf16PerTmaRow * kBf16PerTmaRow;
+}
+
+// A dense operand X [rows, K]: K-major when its rows are contiguous, MN-major when its columns are;
+// either way the stride TMA steps over must be a multiple of 16 bytes and the base 16-byte aligned.
+gemm::OperandMajor check_dense_operand(const at::Tensor& x, const char* name) {
+  check_cuda_tensor(x, name, at::kBFloat16);
+  HK_CHECK_VALUE(x.dim() == 2, name, " must be 2-D [rows, K], got shape ", x.sizes());
+  const int64_t rows = x.size(0), k = x.size(1);
+  // TMA also needs the stepped stride to cover the contiguous extent (no overlapping rows).
+  const bool k_major =
+      (x.stride(1) == 1 || k == 1) && (rows == 1 || (x.stride(0) % kBf16PerTmaRow == 0 && x.stride(0) >= k));
+  const bool mn_major =
+      (x.stride(0) == 1 || rows == 1) && (k == 1 || (x.stride(1) % kBf16PerTmaRow == 0 && x.stride(1) >= rows));
+  HK_CHECK_VALUE(aligned16(x) && (k_major || mn_major), name,
+                 " must be K-major (stride(1) == 1) or MN-major (stride(0) == 1) with the other stride a multiple "
+                 "of 8 elements (16 bytes) and a 16-byte aligned base (TMA), got shape ",
+                 x.sizes(), " strides ", x.strides(), ". The Python API runs other layouts on the reference path.");
+  return k_major ? gemm::OperandMajor::kK : gemm::OperandMajor::kMN;
+}
+
+CUtensorMap dense_operand_map(const at::Tensor& x, gemm::OperandMajor major, int block_rows) {
+  const uint64_t rows = x.size(0), k = x.size(1);
+  if (major == gemm::OperandMajor::kK) {
+    return make_tma_2d(x.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, k, rows, tma_stride(x, 0, k), 64,
+                       block_rows, CU_TENSOR_MAP_SWIZZLE_128B);
+  }
+  // MN-major: the memory is [K, rows] with rows contiguous; boxes of 64 K rows × 64 elements.
+  return make_tma_2d(x.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, rows, k, tma_stride(x, 1, rows), 64, 64,
+                     CU_TENSOR_MAP_SWIZZLE_128B);
+}
+
+// D (and C) row-major with 16-byte aligned rows: the epilogue stores column pairs as one vector.
+void check_output(const at::Tensor& t, const char* name, std::initializer_list<int64_t> shape) {
+  HK_CHECK_VALUE(t.is_cuda(), name, " must be a CUDA tensor, got one on ", t.device());
+  HK_CHECK_TYPE(t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kFloat, name,
+                " must be bfloat16 or float32, got ", t.scalar_type());
+  const int64_t align = 16 / t.element_size();
+  bool ok = t.sizes().equals(shape) && (t.size(-1) == 1 || t.stride(-1) == 1) && aligned16(t);
+  for (int i = 0; ok && i < t.dim() - 1; ++i) ok = t.size(i) == 1 || t.stride(i) % align == 0;
+  HK_CHECK_VALUE(ok, name, " must be a row-major ", c10::IntArrayRef(shape), " tensor with 16-byte aligned rows, got shape ",
+                 t.sizes(), " strides ", t.strides());
+}
+
+int64_t row_stride(const at::Tensor& t) { return t.size(-2) > 1 ? t.stride(-2) : t.size(-1); }
+
+// Tuning knob for benchmarks: HOPPERKIT_BF16_GEMM_CONFIG=BLOCK_M,BLOCK_N forces a compiled tile.
+void apply_bf16_config_override(gemm::Bf16GemmConfig& config) {
+  if (const char* forced = std::getenv("HOPPERKIT_BF16_GEMM_CONFIG")) {
+    HK_CHECK_VALUE(std::sscanf(forced, "%d,%d", &config.block_m, &config.block_n) == 2,
+                   "HOPPERKIT_BF16_GEMM_CONFIG must be BLOCK_M,BLOCK_N, got '", forced, "'");
+  }
+}
+
+void check_common(const at::Tensor& a, int64_t num_sms) {
+  HK_CHECK_VALUE(num_sms >= 1 && num_sms <= 1024, "num_sms must be in [1, 1024], got ", num_sms);
+  check_sm90(a);
+}
+
+void set_output(gemm::Bf16GemmParams& p, const at::Tensor& d) {
+  p.output = d.scalar_type() == at::kFloat ? gemm::Bf16GemmOutput::kFp32 : gemm::Bf16GemmOutput::kBf16;
+  p.d = d.data_ptr();
+  p.ldd = row_stride(d);
+}
+
+// B [G, N, K] of the grouped GEMMs, K-major, as a 3-D map (a box past N reads zeros, never the next group).
+CUtensorMap grouped_operand_map(const at::Tensor& x, int block_rows) {
+  const uint64_t k = x.size(2);
+  const uint64_t dims[3] = {k, static_cast<uint64_t>(x.size(1)), static_cast<uint64_t>(x.size(0))};
+  const uint64_t strides[2] = {static_cast<uint64_t>(tma_stride(x, 1, k)) * 2,
+                               static_cast<uint64_t>(x.size(0) > 1 ? x.stride(0) : x.size(1) * tma_stride(x, 1, k)) * 2};
+  const uint32_t box[3] = {64, static_cast<uint32_t>(block_rows), 1};
+  return make_tma_nd<3>(x.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
+}
+
+void check_grouped_operand(const at::Tensor& x, const char* name) {
+  check_cuda_tensor(x, name, at::kBFloat16);
+  HK_CHECK_VALUE(x.dim() == 3, name, " must be 3-D, got shape ", x.sizes());
+  bool ok = (x.size(2) == 1 || x.stride(2) == 1) && aligned16(x);
+  for (int i = 0; ok && i < 2; ++i) ok = x.size(i) == 1 || (x.stride(i) % kBf16PerTmaRow == 0 && x.stride(i) >= x.size(2));
+  HK_CHECK_VALUE(ok, name, " must be K-major (stride(-1) == 1) with strides multiples of 8 elements (16 bytes) and a "
+                 "16-byte aligned base (TMA), got shape ", x.sizes(), " strides ", x.strides());
+}
+
+}  // namespace
+
+void bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, const std::optional<at::Tensor>& c,
+               int64_t num_sms, bool pdl) {
+  const gemm::OperandMajor major_a = check_dense_operand(a, "a");
+  const gemm::OperandMajor major_b = check_dense_operand(b, "b");
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(0);
+  HK_CHECK_VALUE(b.size(1) == k, "b must be [N, ", k, "], got ", b.sizes());
+  HK_CHECK_VALUE(m < INT32_MAX && n < INT32_MAX && k < INT32_MAX, "M, N, K must be below 2^31, got ", m, ", ", n, ", ",
+                 k);
+  check_output(d, "d", {m, n});
+  if (c.has_value()) {
+    check_output(*c, "c", {m, n});
+    HK_CHECK_TYPE(c->scalar_type() == d.scalar_type(), "c must have d's dtype ", d.scalar_type(), ", got ",
+                  c->scalar_type());
+    check_same_device(*c, a, "c", "a");
+  }
+  check_same_device(b, a, "b", "a");
+  check_same_device(d, a, "d", "a");
+  check_common(a, num_sms);
+  c10::cuda::CUDAGuard guard(a.device());
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // D = C + an empty sum
+    if (!c.has_value()) {
+      d.zero_();
+    } else if (!c->is_same(d)) {
+      d.copy_(*c);
+    }
+    return;
+  }
+
+  gemm::Bf16GemmConfig config = gemm::choose_bf16_config(static_cast<int>(m), static_cast<int>(n), static_cast<int>(num_sms));
+  apply_bf16_config_override(config);
+  config.major_a = major_a;
+  config.major_b = major_b;
+  gemm::Bf16GemmParams p;
+  p.tma_a = dense_operand_map(a, major_a, config.block_m);
+  p.tma_b = dense_operand_map(b, major_b, config.block_n);
+  set_output(p, d);
+  if (c.has_value()) {
+    p.c = c->data_ptr();
+    p.ldc = row_stride(*c);
+  }
+  p.m = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  p.k = static_cast<int>(k);
+  gemm::run_bf16_gemm(p, config, static_cast<int>(num_sms), pdl, c10::cuda::getCurrentCUDAStream());
+}
+
+void m_grouped_bf16_gemm_nt_contiguous(const at::Tensor& a, const at::Tensor& b, at::Tensor& d,
+                                       const at::Tensor& m_indices, int64_t num_sms, bool pdl) {
+  check_cuda_tensor(a, "a", at::kBFloat16);
+  HK_CHECK_VALUE(a.dim() == 2 && (a.size(1) == 1 || a.stride(1) == 1) &&
+                     (a.size(0) == 1 || (a.stride(0) % kBf16PerTmaRow == 0 && a.stride(0) >= a.size(1))) && aligned16(a),
+                 "a must be a K-major [M, K] bf16 tensor with 16-byte aligned rows, got shape ", a.sizes(), " strides ",
+                 a.strides());
+  check_grouped_operand(b, "b");
+  const int64_t m = a.size(0), k = a.size(1), g = b.size(0), n = b.size(1);
+  HK_CHECK_VALUE(b.size(2) == k, "b must be [G, N, ", k, "], got ", b.sizes());
+  HK_CHECK_VALUE(m < INT32_MAX && n < INT32_MAX && k < INT32_MAX && g < 65536,
+                 "M, N, K must be below 2^31 and G below 65536, got ", m, ", ", n, ", ", k, ", ", g);
+  check_output(d, "d", {m, n});
+  HK_CHECK_TYPE(d.scalar_type() == at::kBFloat16, "d must be bfloat16, got ", d.scalar_type());
+  check_cuda_tensor(m_indices, "m_indices", at::kInt);
+  HK_CHECK_VALUE(m_indices.dim() == 1 && m_indices.size(0) == m && m_indices.is_contiguous(),
+                 "m_indices must be contiguous [", m, "] (one expert id per row of a), got ", m_indices.sizes());
+  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&b, &d, &m_indices}) check_same_device(*t, a, "all tensors", "a");
+  check_common(a, num_sms);
+  c10::cuda::CUDAGuard guard(a.device());
+  if (m == 0 || n == 0) return;
+  if (k == 0 || g == 0) {  // every row is padding or an empty sum
+    d.zero_();
+    return;
+  }
+
+  gemm::Bf16GemmConfig config = gemm::choose_bf16_config(static_cast<int>(m), static_cast<int>(n), static_cast<int>(num_sms));
+  apply_bf16_config_override(config);
+  HK_CHECK_VALUE(config.block_m <= 128, "contiguous segments are aligned to 128 rows: BLOCK_M must not exceed 128");
+  gemm::Bf16GemmParams p;
+  p.layout = gemm::GemmLayout::kMGroupedContiguous;
+  p.tma_a = dense_operand_map(a, gemm::OperandMajor::kK, config.block_m);
+  p.tma_b = grouped_operand_map(b, config.block_n);
+  set_output(p, d);
+  p.m = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  p.k = static_cast<int>(k);
+  p.m_indices = m_indices.data_ptr<int32_t>();
+  p.num_groups = static_cast<int>(g);
+  gemm::run_bf16_gemm(p, config, static_cast<int>(num_sms), pdl, c10::cuda::getCurrentCUDAStream());
+}
+
+void m_grouped_bf16_gemm_nt_masked(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, const at::Tensor& masked_m,
+                                   int64_t expected_m, int64_t num_sms, bool pdl) {
+  check_grouped_operand(a, "a");
+  check_grouped_operand(b, "b");
+  const int64_t g = a.size(0), m_max = a.size(1), k = a.size(2), n = b.size(1);
+  HK_CHECK_VALUE(b.size(0) == g && b.size(2) == k, "b must be [", g, ", N, ", k, "], got ", b.sizes());
+  HK_CHECK_VALUE(m_max < INT32_MAX && n < INT32_MAX && k < INT32_MAX && g < 65536,
+                 "M_max, N, K must be below 2^31 and G below 65536, got ", m_max, ", ", n, ", ", k, ", ", g);
+  check_output(d, "d", {g, m_max, n});
+  HK_CHECK_TYPE(d.scalar_type() == at::kBFloat16, "d must be bfloat16, got ", d.scalar_type());
+  check_cuda_tensor(masked_m, "masked_m", at::kInt);
+  HK_CHECK_VALUE(masked_m.dim() == 1 && masked_m.size(0) == g && masked_m.is_contiguous(),
+                 "masked_m must be contiguous [", g, "], got ", masked_m.sizes());
+  HK_CHECK_VALUE(expected_m >= 1, "expected_m must be positive, got ", expected_m);
+  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&b, &d, &masked_m}) check_same_device(*t, a, "all tensors", "a");
+  check_common(a, num_sms);
+  c10::cuda::CUDAGuard guard(a.device());
+  if (d.numel() == 0) return;
+  if (k == 0) {  // valid rows are empty sums, the others 0
+    d.zero_();
+    return;
+  }
+
+  gemm::Bf16GemmConfig config = gemm::choose_bf16_config(static_cast<int>(std::min(expected_m, m_max)),
+                                                         static_cast<int>(n), static_cast<int>(num_sms),
+                                                         static_cast<int>(g));
+  apply_bf16_config_override(config);
+  gemm::Bf16GemmParams p;
+  p.layout = gemm::GemmLayout::kMGroupedMasked;
+  p.tma_a = grouped_operand_map(a, config.block_m);
+  p.tma_b = grouped_operand_map(b, config.block_n);
+  set_output(p, d);
+  p.ldd_group = d.size(0) > 1 ? d.stride(0) : 0;
+  p.m = static_cast<int>(m_max);
+  p.n = static_cast<int>(n);
+  p.k = static_cast<int>(k);
+  p.masked_m = masked_m.data_ptr<int32_t>();
+  p.num_groups = static_cast<int>(g);
+  gemm::run_bf16_gemm(p, config, static_cast<int>(num_sms), pdl, c10::cuda::getCurrentCUDAStream());
+}
+
+}  // namespace hopperkit::ops
+
+TORCH_LIBRARY_FRAGMENT(hopperkit, m) {
+  m.def("bf16_gemm(Tensor a, Tensor b, Tensor(a!) d, Tensor? c, int num_sms, bool pdl=False) -> ()");
+  m.def(
+      "m_grouped_bf16_gemm_nt_contiguous(Tensor a, Tensor b, Tensor(a!) d, Tensor m_indices, int num_sms, "
+      "bool pdl=False) -> ()");
+  m.def(
+      "m_grouped_bf16_gemm_nt_masked(Tensor a, Tensor b, Tensor(a!) d, Tensor masked_m, int expected_m, int num_sms, "
+      "bool pdl=False) -> ()");
+}
+
+TORCH_LIBRARY_IMPL(hopperkit, CUDA, m) {
+  m.impl("bf16_gemm", &hopperkit::ops::bf16_gemm);
+  m.impl("m_grouped_bf16_gemm_nt_contiguous", &hopperkit::ops::m_grouped_bf16_gemm_nt_contiguous);
+  m.impl("m_grouped_bf16_gemm_nt_masked", &hopperkit::ops::m_grouped_bf16_gemm_nt_masked);
+}
