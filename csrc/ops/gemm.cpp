@@ -11,6 +11,7 @@
 #include "common/tma.h"
 #include "gemm/fp8_1d2d/params.h"
 #include "gemm/heuristics.h"
+#include "gemm/tile_store.h"
 #include "ops/checks.h"
 
 namespace hopperkit::ops {
@@ -33,13 +34,10 @@ void apply_config_override(gemm::Fp8Gemm1d2dConfig& config) {
   }
 }
 
-// D is written by TMA stores of [64 rows, 64 columns] boxes (one math warpgroup's rows, 128 bytes of
-// BF16 per row with the 128B swizzle; see the kernel's epilogue); boxes clip at D's edges.
-constexpr uint32_t kDBoxRows = 64, kDBoxCols = 64;
-
+// D is written by TMA stores of one math warpgroup's rows (gemm/tile_store.h); boxes clip at D's edges.
 CUtensorMap d_map_2d(const at::Tensor& d) {
-  return make_tma_2d(d.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, d.size(1), d.size(0), d.stride(0), kDBoxCols,
-                     kDBoxRows, CU_TENSOR_MAP_SWIZZLE_128B);
+  return make_tma_2d(d.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, d.size(1), d.size(0), d.stride(0),
+                     gemm::kStoreBoxCols, gemm::kStoreBoxRows, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
 }  // namespace
@@ -258,7 +256,7 @@ void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sf
   {
     const uint64_t dims[3] = {static_cast<uint64_t>(n), static_cast<uint64_t>(m_max), static_cast<uint64_t>(g)};
     const uint64_t strides[2] = {static_cast<uint64_t>(d.stride(1)) * 2, static_cast<uint64_t>(d.stride(0)) * 2};
-    const uint32_t box[3] = {kDBoxCols, kDBoxRows, 1};
+    const uint32_t box[3] = {gemm::kStoreBoxCols, gemm::kStoreBoxRows, 1};
     p.tma_d = make_tma_nd<3>(d.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, dims, strides, box,
                              CU_TENSOR_MAP_SWIZZLE_128B);
   }

@@ -10,6 +10,7 @@
 #include "common/tma.h"
 #include "gemm/bf16/params.h"
 #include "gemm/heuristics.h"
+#include "gemm/tile_store.h"
 #include "ops/checks.h"
 
 namespace hopperkit::ops {
@@ -87,6 +88,27 @@ void set_output(gemm::Bf16GemmParams& p, const at::Tensor& d) {
   p.ldd = row_stride(d);
 }
 
+// A BF16 D without C is written by TMA stores of [64 rows, 64 columns] boxes (gemm/tile_store.cuh):
+// 2-D [M, N], or 3-D [G, M_max, N] for the masked layout so that boxes clip at each group's end.
+// TMA clips a box at 16-byte granularity along a row, so an N that is not a multiple of 8 (D a view
+// of wider rows) keeps the register path, which stores exactly N columns.
+void set_tma_store(gemm::Bf16GemmParams& p, const at::Tensor& d) {
+  if (p.output != gemm::Bf16GemmOutput::kBf16 || p.c != nullptr || d.size(-1) % 8 != 0) return;
+  p.tma_store_d = true;
+  if (d.dim() == 2) {
+    p.tma_d = make_tma_2d(d.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, d.size(1), d.size(0), row_stride(d),
+                          gemm::kStoreBoxCols, gemm::kStoreBoxRows, CU_TENSOR_MAP_SWIZZLE_128B);
+  } else {
+    const uint64_t dims[3] = {static_cast<uint64_t>(d.size(2)), static_cast<uint64_t>(d.size(1)),
+                              static_cast<uint64_t>(d.size(0))};
+    const uint64_t strides[2] = {static_cast<uint64_t>(row_stride(d)) * 2,
+                                 static_cast<uint64_t>(d.size(0) > 1 ? d.stride(0) : d.size(1) * row_stride(d)) * 2};
+    const uint32_t box[3] = {gemm::kStoreBoxCols, gemm::kStoreBoxRows, 1};
+    p.tma_d = make_tma_nd<3>(d.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, dims, strides, box,
+                             CU_TENSOR_MAP_SWIZZLE_128B);
+  }
+}
+
 // B [G, N, K] of the grouped GEMMs, K-major, as a 3-D map (a box past N reads zeros, never the next group).
 CUtensorMap grouped_operand_map(const at::Tensor& x, int block_rows) {
   const uint64_t k = x.size(2);
@@ -152,6 +174,7 @@ void bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, const st
   p.m = static_cast<int>(m);
   p.n = static_cast<int>(n);
   p.k = static_cast<int>(k);
+  set_tma_store(p, d);
   gemm::run_bf16_gemm(p, config, static_cast<int>(num_sms), pdl, c10::cuda::getCurrentCUDAStream());
 }
 
@@ -194,6 +217,7 @@ void m_grouped_bf16_gemm_nt_contiguous(const at::Tensor& a, const at::Tensor& b,
   p.k = static_cast<int>(k);
   p.m_indices = m_indices.data_ptr<int32_t>();
   p.num_groups = static_cast<int>(g);
+  set_tma_store(p, d);
   gemm::run_bf16_gemm(p, config, static_cast<int>(num_sms), pdl, c10::cuda::getCurrentCUDAStream());
 }
 
@@ -235,6 +259,7 @@ void m_grouped_bf16_gemm_nt_masked(const at::Tensor& a, const at::Tensor& b, at:
   p.k = static_cast<int>(k);
   p.masked_m = masked_m.data_ptr<int32_t>();
   p.num_groups = static_cast<int>(g);
+  set_tma_store(p, d);
   gemm::run_bf16_gemm(p, config, static_cast<int>(num_sms), pdl, c10::cuda::getCurrentCUDAStream());
 }
 

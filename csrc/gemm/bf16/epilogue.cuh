@@ -1,11 +1,14 @@
-// Epilogue of the BF16 GEMM: optional C added in FP32, conversion to D's dtype, bounds-checked
-// vector stores of one warpgroup's rows straight from the accumulator registers.
+// Epilogue of the BF16 GEMM: a BF16 D without C goes through shared memory and TMA stores; FP32 D
+// or an added C (read in FP32 before D is written, so C may alias D) uses bounds-checked vector
+// stores of one warpgroup's rows straight from the accumulator registers.
 #pragma once
 
 #include <cuda_bf16.h>
 
 #include "common/wgmma.cuh"
 #include "gemm/bf16/params.h"
+#include "gemm/bf16/traits.h"
+#include "gemm/tile_store.cuh"
 #include "gemm/scheduler.cuh"
 
 namespace hopperkit::gemm {
@@ -54,7 +57,7 @@ __device__ __forceinline__ void store_pair(Out* d_row, const Out* c_row, int col
 // group -1 whose accumulators are not computed) are written as 0: by select, since their A rows may
 // hold NaN.
 template <class T, class Out>
-__device__ __forceinline__ void store_tile(const Bf16GemmParams& p, int warpgroup, AccumulatorRows rows,
+__device__ __forceinline__ void store_tile_from_registers(const Bf16GemmParams& p, int warpgroup, AccumulatorRows rows,
                                            const MBlockRows& block, int n_block, const float (&acc)[T::kBlockN / 2]) {
   const int lane = threadIdx.x % 32;
   const int r_a = warpgroup * 64 + rows.row0, r_b = r_a + 8;  // rows within the block
@@ -76,6 +79,34 @@ __device__ __forceinline__ void store_tile(const Bf16GemmParams& p, int warpgrou
     const int col = col0 + 8 * j;
     if (store_a) store_pair<Out>(d_a, c_a, col, p.n, keep_a, acc[4 * j + 0], acc[4 * j + 1]);
     if (store_b) store_pair<Out>(d_b, c_b, col, p.n, keep_b, acc[4 * j + 2], acc[4 * j + 3]);
+  }
+}
+
+}  // namespace hopperkit::gemm
+
+namespace hopperkit::gemm {
+
+// The output path of one warpgroup's rows: BF16 D without C through TMA stores (which overlap the
+// next tile's mainloop), otherwise (FP32 D, or C to add) stores from registers.
+template <class T>
+__device__ __forceinline__ void store_tile(const Bf16GemmParams& p, typename T::SharedStorage& smem, int warpgroup,
+                                           AccumulatorRows rows, const MBlockRows& block, int n_block,
+                                           const float (&acc)[T::kBlockN / 2]) {
+  if (p.tma_store_d) {
+    const int r_a = warpgroup * 64 + rows.row0, r_b = r_a + 8;  // rows within the block
+    bool keep_a = block.group >= 0 && r_a < block.valid_rows, keep_b = block.group >= 0 && r_b < block.valid_rows;
+    if (p.layout == GemmLayout::kMGroupedContiguous) {
+      keep_a = keep_a && __ldg(p.m_indices + block.a_row + r_a) >= 0;
+      keep_b = keep_b && __ldg(p.m_indices + block.a_row + r_b) >= 0;
+    }
+    const TileStoreTarget target{&p.tma_d, p.layout == GemmLayout::kMGroupedMasked, n_block * T::kBlockN,
+                                 block.a_row + warpgroup * 64, block.a_group};
+    const auto barrier = static_cast<Bf16GemmBarrier>(static_cast<int>(Bf16GemmBarrier::kEpilogueWarpgroup0) + warpgroup);
+    store_rows_bf16<T::kBlockN, T::kStoreBuffers>(target, smem.d[warpgroup], barrier, keep_a, keep_b, acc);
+  } else if (p.output == Bf16GemmOutput::kFp32) {
+    store_tile_from_registers<T, float>(p, warpgroup, rows, block, n_block, acc);
+  } else {
+    store_tile_from_registers<T, __nv_bfloat16>(p, warpgroup, rows, block, n_block, acc);
   }
 }
 

@@ -36,6 +36,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bf16_gemm_kernel(const __grid_
   if (threadIdx.x == T::kMathThreads) {
     tma_prefetch_descriptor(&p.tma_a);
     tma_prefetch_descriptor(&p.tma_b);
+    if (p.tma_store_d) tma_prefetch_descriptor(&p.tma_d);
     smem.barriers.init(/*consumer_warps=*/T::kMathThreads / 32);
   }
   __syncthreads();
@@ -71,12 +72,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) bf16_gemm_kernel(const __grid_
       // Decoded again rather than kept live across the mainloop: registers are at their limit.
       scheduler.blocks_of(unit, m_block, n_block);
       const MBlockRows block = resolve_m_block<T::kBlockM>(p, m_block);
-      if (p.output == Bf16GemmOutput::kFp32) {
-        store_tile<T, float>(p, warpgroup, rows, block, n_block, acc);
-      } else {
-        store_tile<T, __nv_bfloat16>(p, warpgroup, rows, block, n_block, acc);
-      }
+      store_tile<T>(p, smem, warpgroup, rows, block, n_block, acc);
     }
+    // The staging buffers must stay allocated until the last TMA stores have read them.
+    if (threadIdx.x % 128 == 0) tma_store_wait_all();
   }
 }
 

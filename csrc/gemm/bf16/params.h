@@ -24,6 +24,10 @@ struct Bf16GemmParams : GemmProblem {
   CUtensorMap tma_a;
   CUtensorMap tma_b;
   Bf16GemmOutput output = Bf16GemmOutput::kBf16;
+  // BF16 D without C: stored through shared memory by TMA (gemm/tile_store.cuh), 2-D [M, N] or,
+  // masked, 3-D [G, M_max, N] map with [64, 64] boxes. Otherwise stored from registers via `d`.
+  bool tma_store_d = false;
+  CUtensorMap tma_d;
   void* d = nullptr;        // D [M, N] (masked: [G, M_max, N]), row stride ldd, group stride ldd_group
   const void* c = nullptr;  // C [M, N] in D's dtype, row stride ldc, or null; may alias D
   int64_t ldd = 0, ldc = 0;

@@ -6,11 +6,17 @@
 #include <cute/arch/mma_sm90_desc.hpp>
 
 #include "common/pipeline.cuh"
+#include "gemm/tile_store.cuh"
 #include "gemm/bf16/params.h"
 
 namespace hopperkit::gemm {
 
 enum class Bf16GemmRole { kMath, kProducer };
+
+// Named barriers of the math warpgroups (ids 1..15; 0 is __syncthreads).
+enum class Bf16GemmBarrier : int {
+  kEpilogueWarpgroup0 = 1,  // + warpgroup: that warpgroup's D staging buffer is free / written
+};
 
 template <int kBlockM_, int kBlockN_, OperandMajor kMajorA_, OperandMajor kMajorB_>
 struct Bf16GemmTraits {
@@ -48,15 +54,23 @@ struct Bf16GemmTraits {
   static constexpr int kBytesB = kBlockN * kBlockK * 2;
   static constexpr int kStageBytes = kBytesA + kBytesB;
 
-  // As many stages as fit next to the barriers in the 227 KiB an SM90 CTA may use (minus the 1 KiB
-  // the kernel spends aligning the dynamic shared memory base): 4 at 128×256, 7 at 128×128.
-  static constexpr int kSmemBudget = 232448 - 1024 - 1024;
+  // Epilogue staging for the TMA store of a BF16 D (gemm/tile_store.cuh): two boxes per warpgroup,
+  // so a 256-column tile's four boxes are written while the previous one is stored. Still 4 stages
+  // at 128×256 (the 48 KiB stages leave 38 KiB).
+  static constexpr int kStoreBuffers = 2;
+  static constexpr int kBytesD = kStoreBuffers * kStoreBoxBytes;
+
+  // As many stages as fit next to the D buffers and the barriers in the 227 KiB an SM90 CTA may use
+  // (minus the 1 KiB the kernel spends aligning the dynamic shared memory base): 4 at 128×256,
+  // 6 at 128×128.
+  static constexpr int kSmemBudget = 232448 - 1024 - 1024 - kMathWarpgroups * kBytesD;
   static constexpr int kStages = kSmemBudget / kStageBytes > 8 ? 8 : kSmemBudget / kStageBytes;
   static_assert(kStages >= 3, "fewer than 3 stages cannot hide TMA latency: shrink BLOCK_M/BLOCK_N");
 
   struct SharedStorage {
     alignas(1024) uint8_t a[kStages][kBytesA];  // [stage][BLOCK_M × 64] bf16, 128B swizzle, 8 KiB pieces
     alignas(1024) uint8_t b[kStages][kBytesB];  // [stage][BLOCK_N × 64] bf16, 128B swizzle, 8 KiB pieces
+    alignas(1024) uint8_t d[kMathWarpgroups][kBytesD];  // per warpgroup: boxes of [64 rows × 128 B], 128B swizzle
     StageBarriers<kStages> barriers;
   };
   static_assert(sizeof(SharedStorage) + 1024 <= 232448, "shared memory over 227 KiB: lower kStages");

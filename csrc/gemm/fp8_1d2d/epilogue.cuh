@@ -3,65 +3,30 @@
 
 #include <cuda_bf16.h>
 
-#include "common/fragment.cuh"
 #include "common/sync.cuh"
-#include "common/tma.cuh"
+#include "gemm/tile_store.cuh"
 #include "gemm/fp8_1d2d/mainloop.cuh"
 #include "gemm/fp8_1d2d/traits.h"
 
 namespace hopperkit::gemm {
 
-// Stores one warpgroup's 64 rows of the tile as BF16: for each 64-column box, stmatrix into the
-// warpgroup's swizzled staging buffer, then one thread issues the TMA store, which clips rows and
-// columns outside D (ragged edges, rows past a masked group's M_max). Rows without a result
+// Stores one warpgroup's 64 rows of the tile as BF16 (gemm/tile_store.cuh). Rows without a result
 // (contiguous padding rows, masked rows past masked_m[g], whole blocks with group -1 whose `total`
-// is zero) are written as 0; their A rows may hold NaN, so they are selected, never multiplied.
-// The warpgroups never wait for each other; a box's buffer is reused once the previous store has
-// read it, and the last store of a tile drains while the next tile's mainloop runs.
+// is zero) are written as 0; rows outside D are clipped by the TMA store.
 template <class T>
 __device__ __forceinline__ void store_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem, int warpgroup,
                                            AccumulatorRows rows, const MBlockRows& block, int n_block,
                                            const float (&total)[T::kBlockN / 2]) {
-  const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
-  const bool elected = threadIdx.x % 128 == 0;
-  const auto barrier = static_cast<Fp8GemmBarrier>(static_cast<int>(Fp8GemmBarrier::kEpilogueWarpgroup0) + warpgroup);
   const int r_a = warpgroup * 64 + rows.row0, r_b = r_a + 8;  // rows within the block
   bool keep_a = r_a < block.valid_rows, keep_b = r_b < block.valid_rows;
   if (p.layout == GemmLayout::kMGroupedContiguous) {
     keep_a = r_a < block.store_rows && block.group >= 0 && __ldg(p.m_indices + block.a_row + r_a) >= 0;
     keep_b = r_b < block.store_rows && block.group >= 0 && __ldg(p.m_indices + block.a_row + r_b) >= 0;
   }
-  // stmatrix.x4 writes 16 rows × 16 columns of the warp: lane l addresses row l % 8 of matrix l / 8,
-  // matrices ordered (rows 0-7, cols 0-7), (rows 8-15, cols 0-7), (rows 0-7, cols 8-15), (rows 8-15, cols 8-15).
-  const int st_row = 16 * warp + 8 * ((lane / 8) % 2) + lane % 8;
-  const int st_chunk = lane / 16;
-  const uint32_t buffer = cute::cast_smem_ptr_to_uint(smem.d[warpgroup]);
-  const int d_row = block.a_row + warpgroup * 64;
-#pragma unroll
-  for (int box = 0; box < T::kBlockN / T::kBoxCols; ++box) {
-    if (elected) tma_store_wait_smem_read<0>();
-    named_barrier_sync(barrier, 128);
-#pragma unroll
-    for (int pair = 0; pair < T::kBoxCols / 16; ++pair) {
-      const int j = box * (T::kBoxCols / 8) + 2 * pair;  // 8-column groups j and j + 1
-      const uint32_t r0 = pack_bf16x2(keep_a ? total[4 * j + 0] : 0.0f, keep_a ? total[4 * j + 1] : 0.0f);
-      const uint32_t r1 = pack_bf16x2(keep_b ? total[4 * j + 2] : 0.0f, keep_b ? total[4 * j + 3] : 0.0f);
-      const uint32_t r2 = pack_bf16x2(keep_a ? total[4 * j + 4] : 0.0f, keep_a ? total[4 * j + 5] : 0.0f);
-      const uint32_t r3 = pack_bf16x2(keep_b ? total[4 * j + 6] : 0.0f, keep_b ? total[4 * j + 7] : 0.0f);
-      stmatrix_x4(buffer + swizzle_128b_offset(st_row, 2 * pair + st_chunk), r0, r1, r2, r3);
-    }
-    fence_shared_for_async_proxy();
-    named_barrier_sync(barrier, 128);
-    if (elected) {
-      const int col = n_block * T::kBlockN + box * T::kBoxCols;
-      if (p.layout == GemmLayout::kMGroupedMasked) {
-        tma_store_3d(&p.tma_d, smem.d[warpgroup], col, d_row, block.a_group);
-      } else {
-        tma_store_2d(&p.tma_d, smem.d[warpgroup], col, d_row);
-      }
-      tma_store_commit();
-    }
-  }
+  const TileStoreTarget target{&p.tma_d, p.layout == GemmLayout::kMGroupedMasked, n_block * T::kBlockN,
+                               block.a_row + warpgroup * 64, block.a_group};
+  const auto barrier = static_cast<Fp8GemmBarrier>(static_cast<int>(Fp8GemmBarrier::kEpilogueWarpgroup0) + warpgroup);
+  store_rows_bf16<T::kBlockN, T::kStoreBuffers>(target, smem.d[warpgroup], barrier, keep_a, keep_b, total);
 }
 
 // Split-K: publish this unit's FP32 partial; returns true (with `total` = the sum of every split's

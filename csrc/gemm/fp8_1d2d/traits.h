@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "common/pipeline.cuh"
+#include "gemm/tile_store.cuh"
 
 namespace hopperkit::gemm {
 
@@ -52,8 +53,9 @@ struct Fp8Gemm1d2dTraits {
   // Epilogue staging: each math warpgroup writes its 64 rows of D in boxes of 64 columns (128 bytes
   // of BF16, the widest row the 128B swizzle allows) through one buffer, so the TMA store of one
   // box overlaps the writing of the next, and the last one the next tile's mainloop.
-  static constexpr int kBoxCols = 64;
-  static constexpr int kBytesD = 64 * kBoxCols * 2;
+  // One box per warpgroup: a second would cost the 128×128 tile its sixth stage.
+  static constexpr int kStoreBuffers = 1;
+  static constexpr int kBytesD = kStoreBuffers * kStoreBoxBytes;
 
   // As many stages as fit next to the D buffers and the barriers in the 227 KiB an SM90 CTA may use
   // (minus the 1 KiB the kernel spends aligning the dynamic shared memory base).

@@ -1,0 +1,72 @@
+// Epilogue building block shared by the GEMM kernels: one math warpgroup's 64 rows of a BF16 output
+// tile, from wgmma accumulator fragments to global memory through shared memory and TMA.
+#pragma once
+
+#include <cute/arch/util.hpp>
+
+#include "common/fragment.cuh"
+#include "common/sync.cuh"
+#include "common/tma.cuh"
+#include "gemm/tile_store.h"
+
+namespace hopperkit::gemm {
+
+// Where a warpgroup's rows go: a 2-D map [rows, N], or a 3-D map [groups, rows, N] (the masked
+// layout, so that a box clips at its group's last row instead of spilling into the next group).
+struct TileStoreTarget {
+  const CUtensorMap* map;
+  bool three_d;
+  int col0, row0, group;
+};
+
+// For each 64-column box: every thread stmatrix-es its fragment into a 1 KiB-aligned staging box
+// (128B-swizzled, so the 8 rows of each 8×8 matrix hit 8 different banks), and one thread issues
+// the TMA store, which clips rows and columns outside the tensor (at 16-byte granularity along a
+// row: N must be a multiple of 8). `staging` holds kBuffers boxes used in turn. Rows with keep_* false are
+// written as 0 by select (their A rows may hold NaN); keep_a covers the thread's fragment row
+// AccumulatorRows::row0, keep_b row0 + 8. A box is rewritten once the store issued from it
+// kBuffers boxes earlier has read it (with two, writing one box overlaps storing the other); the
+// last stores of a tile drain while the next tile's mainloop runs. The
+// warpgroup leader must call tma_store_wait_all() before the CTA exits.
+template <int kBlockN, int kBuffers, class BarrierId>
+__device__ __forceinline__ void store_rows_bf16(const TileStoreTarget& target, uint8_t* staging, BarrierId barrier,
+                                                bool keep_a, bool keep_b, const float (&acc)[kBlockN / 2]) {
+  static_assert(kBuffers == 1 || kBuffers == 2, "one or two staging boxes per warpgroup");
+  static_assert(kBlockN % kStoreBoxCols == 0, "tiles are whole store boxes wide");
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
+  const bool leader = threadIdx.x % 128 == 0;
+  // stmatrix.x4 writes 16 rows × 16 columns of the warp: lane l addresses row l % 8 of matrix l / 8,
+  // matrices ordered (rows 0-7, cols 0-7), (rows 8-15, cols 0-7), (rows 0-7, cols 8-15), (rows 8-15, cols 8-15).
+  const int st_row = 16 * warp + 8 * ((lane / 8) % 2) + lane % 8;
+  const int st_chunk = lane / 16;
+  const uint32_t staging_addr = cute::cast_smem_ptr_to_uint(staging);
+#pragma unroll
+  for (int box = 0; box < kBlockN / kStoreBoxCols; ++box) {
+    uint8_t* box_smem = staging + (box % kBuffers) * kStoreBoxBytes;
+    const uint32_t buffer = staging_addr + (box % kBuffers) * kStoreBoxBytes;
+    if (leader) tma_store_wait_smem_read<kBuffers - 1>();
+    named_barrier_sync(barrier, 128);
+#pragma unroll
+    for (int pair = 0; pair < kStoreBoxCols / 16; ++pair) {
+      const int j = box * (kStoreBoxCols / 8) + 2 * pair;  // 8-column groups j and j + 1
+      const uint32_t r0 = pack_bf16x2(keep_a ? acc[4 * j + 0] : 0.0f, keep_a ? acc[4 * j + 1] : 0.0f);
+      const uint32_t r1 = pack_bf16x2(keep_b ? acc[4 * j + 2] : 0.0f, keep_b ? acc[4 * j + 3] : 0.0f);
+      const uint32_t r2 = pack_bf16x2(keep_a ? acc[4 * j + 4] : 0.0f, keep_a ? acc[4 * j + 5] : 0.0f);
+      const uint32_t r3 = pack_bf16x2(keep_b ? acc[4 * j + 6] : 0.0f, keep_b ? acc[4 * j + 7] : 0.0f);
+      stmatrix_x4(buffer + swizzle_128b_offset(st_row, 2 * pair + st_chunk), r0, r1, r2, r3);
+    }
+    fence_shared_for_async_proxy();
+    named_barrier_sync(barrier, 128);
+    if (leader) {
+      const int col = target.col0 + box * kStoreBoxCols;
+      if (target.three_d) {
+        tma_store_3d(target.map, box_smem, col, target.row0, target.group);
+      } else {
+        tma_store_2d(target.map, box_smem, col, target.row0);
+      }
+      tma_store_commit();
+    }
+  }
+}
+
+}  // namespace hopperkit::gemm
