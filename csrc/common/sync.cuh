@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include <cute/arch/cluster_sm90.hpp>
+
 namespace hopperkit {
 
 // Named hardware barriers (ids 1..15; 0 is __syncthreads). Kernels name their barriers in an
@@ -33,6 +35,20 @@ __device__ __forceinline__ void fence_shared_for_async_proxy() {
 __device__ __forceinline__ void cp_async_16_zfill(uint32_t smem_addr, const void* gmem, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr), "l"(gmem), "r"(valid ? 16 : 0)
                : "memory");
+}
+
+// A barrier across the CTAs of a cluster (a CTA barrier when the cluster is one CTA). With TMA
+// multicast, a CTA's peer writes into its shared memory and arrives on its mbarriers: the barriers
+// must be initialised on both before either starts, and neither may exit while the other can still
+// multicast to it.
+template <int kClusterSize>
+__device__ __forceinline__ void cluster_sync() {
+  if constexpr (kClusterSize > 1) {
+    cute::cluster_arrive_relaxed();
+    cute::cluster_wait();
+  } else {
+    __syncthreads();
+  }
 }
 
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }

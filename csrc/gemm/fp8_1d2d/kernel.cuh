@@ -15,22 +15,13 @@
 #include <cutlass/arch/reg_reconfig.h>
 
 #include "common/device.cuh"
+#include "common/sync.cuh"
 #include "gemm/fp8_1d2d/epilogue.cuh"
 #include "gemm/fp8_1d2d/mainloop.cuh"
 #include "gemm/fp8_1d2d/traits.h"
 #include "gemm/scheduler.cuh"
 
 namespace hopperkit::gemm {
-
-template <int kClusterSize>
-__device__ __forceinline__ void cluster_sync() {
-  if constexpr (kClusterSize > 1) {
-    cute::cluster_arrive_relaxed();
-    cute::cluster_wait();
-  } else {
-    __syncthreads();
-  }
-}
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __grid_constant__ Fp8Gemm1d2dParams p) {
