@@ -42,13 +42,15 @@ struct Bf16GemmTraits {
   static constexpr int kMathThreads = 128 * kMathWarpgroups;
   static constexpr int kThreads = kMathThreads + 128;  // + one producer warpgroup, the last one
 
-  // Register budget (setmaxnreg). The producer needs a few dozen registers for addresses and
-  // barrier state; each math thread holds BLOCK_N/2 FP32 accumulators (128 at BLOCK_N = 256).
-  // 40·128 + 232·256 = 64512 < 65536: the whole register file must never be handed out (an
-  // earlier kernel with exactly 65536 hung, its setmaxnreg.inc never granted).
+  // Register budget (setmaxnreg). Every thread starts at the launch bound's share of the register
+  // file (65536 / threads, rounded down to a multiple of 8: 168 at 384 threads), and setmaxnreg.inc
+  // can only hand out what the producer's setmaxnreg.dec released within the CTA, or the math
+  // warpgroups wait forever. Each math thread holds BLOCK_N/2 FP32 accumulators (128 at BLOCK_N = 256).
+  static constexpr int kEntryRegisters = 65536 / kThreads / 8 * 8;
   static constexpr int kProducerRegisters = 40;
   static constexpr int kMathRegisters = kMathWarpgroups == 2 ? 232 : 240;
-  static_assert(kProducerRegisters * 128 + kMathRegisters * kMathThreads < 65536, "register file overflow");
+  static_assert((kEntryRegisters - kProducerRegisters) * 128 >= (kMathRegisters - kEntryRegisters) * kMathThreads,
+                "setmaxnreg.inc of the math warpgroups exceeds what the producer releases");
 
   static constexpr int kBytesA = kBlockM * kBlockK * 2;
   static constexpr int kBytesB = kBlockN * kBlockK * 2;
