@@ -86,10 +86,11 @@ python3 -m pytest -q -rs "$@" 2>&1 | tee "$LOG/pytest.txt"
 if [ "${HOPPERKIT_BENCH:-1}" != "0" ]; then
   step "quick benchmark"
   mla_shapes=--quick
-  [ "${HOPPERKIT_BENCH:-1}" = "full" ] && mla_shapes=""
+  gemm_shapes="--quick --only dense --only wgrad"
+  if [ "${HOPPERKIT_BENCH:-1}" = "full" ]; then mla_shapes=""; gemm_shapes=""; fi
   python3 benchmarks/bench_mla.py $mla_shapes --json "$LOG/bench_mla.json" 2>&1 | tee "$LOG/bench_mla.txt"
   [ "${PIPESTATUS[0]}" = "0" ] || status=1
-  python3 benchmarks/bench_gemm.py --quick --only dense --only wgrad 2>/dev/null | tee "$LOG/bench_gemm.txt"
+  python3 benchmarks/bench_gemm.py $gemm_shapes 2>/dev/null | tee "$LOG/bench_gemm.txt"
   [ "${PIPESTATUS[0]}" = "0" ] || status=1
   python3 benchmarks/bench_quant.py --quick 2>&1 | tee -a "$LOG/bench_gemm.txt"
   [ "${PIPESTATUS[0]}" = "0" ] || status=1
