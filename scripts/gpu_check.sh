@@ -7,7 +7,7 @@
 # Works without network: CUTLASS comes from (in order) CUTLASS_HOME, an installed nvidia-cutlass
 # wheel, or a wheel file carried in .whl/ (unpacked, not pip-installed: only its headers are needed).
 # Environment: MAX_JOBS (default: all cores), HOPPERKIT_BENCH=0 skips the benchmark, =full runs the
-# full MLA shape list instead of the quick one,
+# full MLA and GEMM shape lists instead of the quick ones,
 # HOPPERKIT_SKIP_BUILD=1 reuses the extension already built in the tree.
 set -uo pipefail
 
