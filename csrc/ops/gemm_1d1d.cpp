@@ -19,20 +19,6 @@ namespace {
 constexpr int64_t kBlockK = 128;
 
 int64_t align4(int64_t x) { return (x + 3) / 4 * 4; }
-int64_t align16(int64_t x) { return (x + 15) / 16 * 16; }
-
-// FP8 [rows, K], K-major with 16-byte aligned rows (strides of size-1 dimensions are free, as in the
-// Python checks).
-void check_fp8_k_major(const at::Tensor& t, const char* name) {
-  check_cuda_tensor(t, name, at::kFloat8_e4m3fn);
-  HK_CHECK_VALUE(t.dim() == 2 && (t.size(1) <= 1 || t.stride(1) == 1) && (t.size(0) <= 1 || t.stride(0) % 16 == 0) &&
-                     (t.numel() == 0 || reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0),
-                 name, " must be a K-major [rows, K] FP8 tensor with 16-byte aligned rows, got shape ", t.sizes(),
-                 " strides ", t.strides());
-}
-
-// Row stride of a K-major map; a single row may have any stride, TMA only needs a multiple of 16 bytes.
-int64_t fp8_row_stride(const at::Tensor& t) { return t.size(0) <= 1 ? align16(t.size(1)) : t.stride(0); }
 
 // Scales [rows, kb] MN-major and TMA-aligned: element (r, k) at k·align(rows, 4) + r.
 void check_mn_major_scales(const at::Tensor& sf, const char* name, int64_t rows, int64_t kb, const at::Tensor& a) {
@@ -84,10 +70,6 @@ CUtensorMap fp8_k_major_map(const void* base, int64_t rows, int64_t k, int64_t r
 CUtensorMap scales_map(const at::Tensor& sf, int64_t rows, int64_t kb, int box_rows) {
   return make_tma_2d(sf.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, rows, kb, align4(rows), box_rows, 1,
                      CU_TENSOR_MAP_SWIZZLE_NONE);
-}
-
-void check_num_sms(int64_t num_sms) {
-  HK_CHECK_VALUE(num_sms >= 1 && num_sms <= 1024, "num_sms must be in [1, 1024], got ", num_sms);
 }
 
 }  // namespace
