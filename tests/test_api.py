@@ -304,6 +304,24 @@ def test_grouped_fast_lane_rejection_gives_the_python_error(fake_kernel_path):
         hk.m_grouped_fp8_gemm_nt_contiguous((a_fp8, sfa), (b_fp8, sfb), d, torch.zeros(64, dtype=torch.int32))
 
 
+def test_c_may_be_d_or_separate_or_broadcast(dev):
+    """C = D (in place), C in the other half of D's buffer, and a bias expand()-ed to [M, N] (C only
+    read, so repeated rows are fine) are all valid."""
+    a = torch.randn(8, 64, device=dev).bfloat16()
+    b = torch.randn(16, 64, device=dev).bfloat16()
+    bias = torch.randn(16, device=dev).bfloat16()
+    want = gemm_ref.bf16_gemm_nt(a, b, bias.expand(8, 16))
+    d = poison_(torch.empty(8, 16, dtype=torch.bfloat16, device=dev))
+    hk.bf16_gemm_nt(a, b, d, c=bias.expand(8, 16))
+    assert calc_diff(d, want) < 1e-5
+    halves = torch.empty(16, 16, dtype=torch.bfloat16, device=dev)
+    halves[:8] = bias
+    hk.bf16_gemm_nt(a, b, halves[8:], c=halves[:8])
+    assert calc_diff(halves[8:], want) < 1e-5
+    hk.bf16_gemm_nt(a, b, halves[:8], c=halves[:8])
+    assert calc_diff(halves[:8], want) < 1e-5
+
+
 def test_mla_fast_lane_uses_the_op_and_checks_the_head_layout(fake_kernel_path):
     install, calls = fake_kernel_path
     install("flash_mla_with_kvcache", "mla_dense_decode", lambda q, *rest: (q.new_zeros(*q.shape[:3], 512),

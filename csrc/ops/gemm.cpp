@@ -58,6 +58,7 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
                      reinterpret_cast<uintptr_t>(d.data_ptr()) % 16 == 0,
                  "d must be a row-major [", m, ", ", n, "] bf16 tensor with 16-byte aligned rows, got shape ", d.sizes(),
                  " strides ", d.strides());
+  check_output_elements_disjoint(d, "d");
   for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&sfa, &b, &sfb, &d}) check_same_device(*t, a, "all tensors", "a");
   check_num_sms(num_sms);
   check_sm90(a);
@@ -160,6 +161,7 @@ void m_grouped_fp8_gemm_nt_contiguous_1d2d(const at::Tensor& a, const at::Tensor
                      reinterpret_cast<uintptr_t>(d.data_ptr()) % 16 == 0,
                  "d must be a row-major [", m, ", ", n, "] bf16 tensor with 16-byte aligned rows, got shape ", d.sizes(),
                  " strides ", d.strides());
+  check_output_elements_disjoint(d, "d");
   check_cuda_tensor(m_indices, "m_indices", at::kInt);
   HK_CHECK_VALUE(m_indices.dim() == 1 && m_indices.size(0) == m && m_indices.is_contiguous(),
                  "m_indices must be contiguous [", m, "] (one expert id per row of a), got ", m_indices.sizes());
@@ -217,6 +219,7 @@ void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sf
                      d.stride(1) % 8 == 0 && d.stride(0) % 8 == 0 && reinterpret_cast<uintptr_t>(d.data_ptr()) % 16 == 0,
                  "d must be a row-major [", g, ", ", m_max, ", ", n, "] bf16 tensor with 16-byte aligned rows, got shape ",
                  d.sizes(), " strides ", d.strides());
+  check_output_elements_disjoint(d, "d");
   check_cuda_tensor(masked_m, "masked_m", at::kInt);
   HK_CHECK_VALUE(masked_m.dim() == 1 && masked_m.size(0) == g && masked_m.is_contiguous(), "masked_m must be contiguous [",
                  g, "], got ", masked_m.sizes());

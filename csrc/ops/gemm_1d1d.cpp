@@ -43,15 +43,6 @@ void check_f32_output(const at::Tensor& t, const char* name, at::IntArrayRef sha
   check_same_device(t, a, name, "a");
 }
 
-// C = D (the same storage: accumulate in place) or a separate tensor, which is copied into D first
-// (the kernel only ever adds to D). A C that shares D's pointer with other strides is refused.
-bool c_is_d(const at::Tensor& c, const at::Tensor& d) {
-  if (c.data_ptr() != d.data_ptr()) return false;
-  HK_CHECK_VALUE(c.strides() == d.strides(), "c must be d itself or a tensor separate from d, got c with strides ",
-                 c.strides(), " at d's address (d strides ", d.strides(), ")");
-  return true;
-}
-
 // D [G, M, N] f32 as a 3-D map (G = 1 for the dense GEMM), box [1, 64, 32] with the 128B swizzle: the
 // staging layout of the epilogue (one 64-row × 32-column chunk per TMA store).
 CUtensorMap d_map(const at::Tensor& d, int64_t g, int64_t m, int64_t n, int64_t row_stride, int64_t group_stride) {
@@ -87,6 +78,7 @@ void fp8_gemm_nt_1d1d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
   check_mn_major_scales(sfa, "sfa", m, kb, a);
   check_mn_major_scales(sfb, "sfb", n, kb, a);
   check_f32_output(d, "d", {m, n}, a);
+  check_output_elements_disjoint(d, "d");
   if (c.has_value()) check_f32_output(*c, "c", {m, n}, a);
   check_num_sms(num_sms);
   if (m == 0 || n == 0) return;
@@ -147,6 +139,7 @@ void k_grouped_fp8_gemm_nt_contiguous_1d1d(const at::Tensor& a, const at::Tensor
   check_mn_major_scales(sfa, "sfa", m, kb_total, a);
   check_mn_major_scales(sfb, "sfb", n, kb_total, a);
   check_f32_output(d, "d", {g, m, n}, a);
+  check_output_elements_disjoint(d, "d");
   if (c.has_value()) check_f32_output(*c, "c", {g, m, n}, a);
   check_num_sms(num_sms);
   if (g == 0 || m == 0 || n == 0) return;

@@ -9,6 +9,12 @@ the reference path also runs on the kernels): FP8 operands K-major (``stride(-1)
 strides that are multiples of 16 bytes (K % 16 == 0 for contiguous rows); D and C row-major with row
 strides that are multiples of 16 bytes (N % 8 for BF16, N % 4 for FP32).
 
+Outputs: D is written one element per thread, so its elements must be distinct addresses (no
+``expand()``-ed D, row stride >= N, group stride >= (rows - 1)·row stride + N). C may be D itself (same
+address and strides: accumulate in place) or a tensor sharing no memory with D; a C that partly
+overlaps D (including views of one buffer whose address ranges interleave) is refused. C itself may
+repeat rows (e.g. a bias ``expand()``-ed to [M, N]).
+
 BF16 operands may be K-major or MN-major (``bf16_gemm_nt`` and its aliases); the kernel reads them
 through TMA, which needs the stride it steps over to be a multiple of 16 bytes (8 elements: K % 8 for
 contiguous K-major rows, M % 8 or N % 8 for MN-major ones) and a 16-byte aligned base. BF16 operands
@@ -62,12 +68,44 @@ def _check_fp8_operand(name: str, t: object, shape: Sequence[Optional[int]]) -> 
     return t
 
 
-def _check_output(name: str, t: object, dtype: torch.dtype, shape: Sequence[int]) -> torch.Tensor:
+def _check_output(name: str, t: object, dtype: torch.dtype, shape: Sequence[int], written: bool = True) -> torch.Tensor:
+    """D (``written``) or C: row-major with 16-byte aligned rows. A written tensor must also not overlap
+    itself: each element is stored once, by one thread (the ops' check_output_elements_disjoint)."""
     check_tensor(name, t, dtype=dtype, shape=shape)
     align = 16 // t.element_size()
     if t.numel() and (t.stride(-1) != 1 or any(t.stride(i) % align for i in range(t.dim() - 1) if t.size(i) > 1)):
         fail(name, f"row-major with rows 16 bytes aligned (strides multiples of {align})", f"strides {t.stride()}")
+    if written and t.numel():
+        n = t.size(-1)
+        rows_apart = t.size(-2) <= 1 or t.stride(-2) >= n
+        groups_apart = t.dim() < 3 or t.size(0) <= 1 or t.stride(0) >= (t.size(1) - 1) * t.stride(1) + n
+        if not (rows_apart and groups_apart):
+            fail(name, "an output that does not overlap itself (it is written, one element per thread): row stride "
+                 ">= N and, for [G, rows, N], group stride >= (rows - 1) * row stride + N; an expand()-ed or "
+                 "as_strided view is not a valid output", f"shape {tuple(t.shape)} strides {t.stride()}")
     return t
+
+
+def _byte_range(t: torch.Tensor) -> tuple[int, int]:
+    begin = t.data_ptr()
+    if t.numel() == 0:
+        return begin, begin
+    return begin, begin + (sum((s - 1) * st for s, st in zip(t.shape, t.stride())) + 1) * t.element_size()
+
+
+def _check_c_and_d(c: Optional[torch.Tensor], d: torch.Tensor) -> None:
+    """C is D itself (same address and strides) or shares no memory with D (module docstring): the
+    kernels read C(r, c) and write D(r, c) in one thread, and the 1d1d ops copy a separate C into D
+    first, so a partly overlapping C would be read after it was overwritten. Mirrors the ops' c_is_d.
+    Call after the device check."""
+    if c is None or "meta" in (c.device.type, d.device.type):
+        return
+    if c.data_ptr() == d.data_ptr() and c.stride() == d.stride():
+        return
+    (c_begin, c_end), (d_begin, d_end) = _byte_range(c), _byte_range(d)
+    if c_begin < d_end and d_begin < c_end:
+        fail("c", "d itself (same address and strides) or a tensor sharing no memory with d",
+             f"c with strides {c.stride()} overlapping d (strides {d.stride()}, {c_begin - d_begin} bytes apart)")
 
 
 def _recipe(recipe: object, d: torch.Tensor) -> tuple[int, int, int]:
@@ -138,8 +176,9 @@ def fp8_gemm_nt(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] =
         _check_output("d", d, torch.float32, (M, N))
         if c is None:
             fail("c", "a float32 [M, N] tensor for the 1d1d recipe (D = C + A·Bᵀ; pass c=d to accumulate in place)", "None")
-        _check_output("c", c, torch.float32, (M, N))
+        _check_output("c", c, torch.float32, (M, N), written=False)
     device = check_same_device([("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("d", d), ("c", c)])
+    _check_c_and_d(c, d)
     if M == 0 or N == 0:
         return
     if rec == RECIPE_1D2D and K > 0 and _ops.use_kernel("fp8_gemm_nt", device):
@@ -224,8 +263,9 @@ def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[
         if t.numel() and t.stride(-1) != 1 and t.stride(-2) != 1:
             fail(name, "K-major or MN-major (one of the last two strides is 1)", f"strides {t.stride()}")
     if c is not None:
-        _check_output("c", c, d.dtype, (M, N))
+        _check_output("c", c, d.dtype, (M, N), written=False)
     device = check_same_device([("a", a), ("b", b), ("d", d), ("c", c)])
+    _check_c_and_d(c, d)
     if M == 0 or N == 0:
         return
     if K > 0 and _ops.use_kernel("bf16_gemm_nt", device) and _bf16_tma_ok(a) and _bf16_tma_ok(b):
@@ -412,7 +452,7 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
     _check_output("d", d, torch.float32, (G, M, N))
     if c is None:
         fail("c", "a float32 [G, M, N] tensor (pass c=d to accumulate in place)", "None")
-    _check_output("c", c, torch.float32, (G, M, N))
+    _check_output("c", c, torch.float32, (G, M, N), written=False)
     sum_k = sum(ks)
     check_tensor("a[0]", A, dtype=FP8, contiguous=True)
     check_tensor("b[0]", B, dtype=FP8, contiguous=True)
@@ -425,6 +465,7 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
     device = check_same_device([("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("d", d), ("c", c),
                                 ("ks_tensor", ks_tensor)])
     check_tensor("ks_tensor", ks_tensor, dtype=torch.int32, shape=(G,))
+    _check_c_and_d(c, d)
     kernel = _ops.use_kernel("k_grouped_fp8_gemm_nt_contiguous", device)
     if check_values(kernel, device):
         if ks_tensor.cpu().tolist() != list(ks):
