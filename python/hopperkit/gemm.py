@@ -120,18 +120,32 @@ def _recipe(recipe: object, d: torch.Tensor) -> tuple[int, int, int]:
 def _kernel_fast_path(call) -> bool:
     """The host-cheap lane of a kernel-backed GEMM: the C++ op checks every structural property itself
     (reading no tensor data) before it launches, so the Python checks are skipped when the call goes
-    to a kernel. Any rejection (or an input the fast lane does not handle) returns False, and the
-    caller's full checks then raise the documented error naming the argument."""
+    to a kernel. An input the fast lane does not handle returns False; so does the op's own rejection
+    of an input (HK_CHECK_VALUE raises ValueError, HK_CHECK_TYPE TypeError), and the caller's full
+    checks then raise the documented error naming the argument. Anything else (a CUDA error, a
+    RuntimeError of torch or of the launcher) is a failure of the call and propagates: it must never
+    turn into a silent rerun on the reference path. The lanes check argument types themselves, so the
+    dispatcher never sees a non-tensor (it would raise RuntimeError)."""
     try:
         return bool(call())
-    except (RuntimeError, ValueError, TypeError, AttributeError, IndexError):
+    except (ValueError, TypeError):
         return False
 
 
+def _tensors(*xs: object) -> bool:
+    return all(isinstance(x, torch.Tensor) for x in xs)
+
+
+def _tensor_pair(x: object) -> bool:
+    return isinstance(x, (tuple, list)) and len(x) == 2 and _tensors(*x)
+
+
 def _fast_fp8_gemm_1d2d(a, b, d) -> bool:
+    if not (_tensor_pair(a) and _tensor_pair(b)):
+        return False
     A, SFA = a
     B, SFB = b
-    if d.dtype != torch.bfloat16 or A.dim() != 2 or A.shape[0] == 0 or A.shape[1] == 0 or B.shape[0] == 0:
+    if d.dtype != torch.bfloat16 or A.dim() != 2 or B.dim() != 2 or A.shape[0] == 0 or A.shape[1] == 0 or B.shape[0] == 0:
         return False
     device = d.device
     if not _ops.use_kernel("fp8_gemm_nt", device) or check_values(True, device):
@@ -234,6 +248,8 @@ def _bf16_tma_ok(t: torch.Tensor) -> bool:
 
 
 def _fast_bf16_gemm(a, b, d, c) -> bool:
+    if not (c is None or isinstance(c, torch.Tensor)):
+        return False
     if a.dim() != 2 or b.dim() != 2 or a.shape[0] == 0 or a.shape[1] == 0 or b.shape[0] == 0:
         return False
     if not _ops.use_kernel("bf16_gemm_nt", d.device):
@@ -314,6 +330,8 @@ def _check_m_indices(m_indices: torch.Tensor, num_groups: int, device: torch.dev
 
 
 def _fast_m_grouped_contiguous(a, b, d, m_indices) -> bool:
+    if not (_tensor_pair(a) and _tensor_pair(b) and _tensors(m_indices)):
+        return False
     A, SFA = a
     B, SFB = b
     if A.dim() != 2 or A.shape[0] == 0 or A.shape[1] == 0 or d.dim() != 2 or d.shape[1] == 0:
@@ -327,6 +345,8 @@ def _fast_m_grouped_contiguous(a, b, d, m_indices) -> bool:
 
 
 def _fast_m_grouped_masked(a, b, d, masked_m, expected_m) -> bool:
+    if not (_tensor_pair(a) and _tensor_pair(b) and _tensors(masked_m)):
+        return False
     A, SFA = a
     B, SFB = b
     if A.dim() != 3 or A.shape[2] == 0 or d.numel() == 0 or isinstance(expected_m, bool) or not isinstance(expected_m, int):
@@ -482,6 +502,8 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
 
 
 def _fast_m_grouped_bf16_contiguous(a, b, d, m_indices) -> bool:
+    if not _tensors(b, m_indices):
+        return False
     if a.dim() != 2 or a.shape[0] == 0 or a.shape[1] == 0 or d.dim() != 2 or d.shape[1] == 0:
         return False
     device = d.device
@@ -492,6 +514,8 @@ def _fast_m_grouped_bf16_contiguous(a, b, d, m_indices) -> bool:
 
 
 def _fast_m_grouped_bf16_masked(a, b, d, masked_m, expected_m) -> bool:
+    if not _tensors(b, masked_m):
+        return False
     if a.dim() != 3 or a.shape[2] == 0 or d.numel() == 0 or isinstance(expected_m, bool) or not isinstance(expected_m, int):
         return False
     device = d.device
