@@ -453,9 +453,19 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
     ``ks``: per-group K on the host, each a multiple of 128 (0 allowed); ``ks_tensor``: the same
     values as int32 [G] on the device. A: flat FP8 buffer of M·Σks elements, per group a K-major
     [M, ks[g]] block; B likewise [N, ks[g]] blocks; SFA float32 [M, Σks/128], SFB float32
-    [N, Σks/128]; D float32 [G, M, N]; C float32 [G, M, N] required (it may be D itself). An empty
-    group (ks[g] == 0) gives D[g] = C[g]. On the kernel path the group offsets come from ``ks`` and the
-    call cannot be captured in a CUDA graph (each call builds its per-group tensor maps on the host).
+    [N, Σks/128]; D float32 [G, M, N]; C float32 [G, M, N] required (it may be D itself, or any
+    tensor sharing no memory with D). An empty group (ks[g] == 0) gives D[g] = C[g].
+
+    Differences from DeepGEMM, whose SM90 kernel reads the group sizes from ``ks_tensor`` on the device:
+    - ``ks_tensor``'s device values are ignored. Every path takes the group sizes from ``ks`` (host);
+      ``ks_tensor`` is only compared with ``ks`` when value checks are on (the reference path by
+      default, or ``set_check_values(True)``; that reads it back and synchronizes), so on the kernel
+      path a ``ks_tensor`` that disagrees with ``ks`` goes unnoticed.
+    - The kernel path refuses CUDA-graph capture: it raises ValueError when called while the current
+      stream is capturing, because each call builds its per-group tensor maps on the host from ``ks``
+      and the addresses of A and B, and a replay would reuse them whatever ``ks`` became. Call it
+      eagerly, outside captured regions. (Only a call with nothing to multiply, Σks = 0 or an empty
+      D, gets through a capture: it copies C or returns.)
     """
     if tuple(recipe) != RECIPE_1D1D:
         fail("recipe", f"{RECIPE_1D1D} (the k-grouped GEMM uses 1x128 scales on both operands)", repr(recipe))
@@ -493,7 +503,8 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
     if G == 0 or M == 0 or N == 0:
         return
     if kernel:
-        # The kernel takes the group offsets from ``ks`` (host); ks_tensor is only checked against it.
+        # The kernel takes the group offsets from ``ks`` (host); ks_tensor is only checked against it
+        # (with value checks on). The op raises ValueError inside a CUDA-graph capture.
         torch.ops.hopperkit.k_grouped_fp8_gemm_nt_contiguous_1d1d(
             A, get_mn_major_tma_aligned_tensor(SFA), B, get_mn_major_tma_aligned_tensor(SFB), d, list(ks), c,
             get_num_sms(device), get_pdl())
