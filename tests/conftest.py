@@ -33,3 +33,41 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def cuda() -> torch.device:
     return torch.device("cuda", torch.cuda.current_device())
+
+
+class _ReferenceWithout:
+    """Stands in for ``hopperkit.reference.gemm`` inside ``hopperkit.gemm``: the named functions raise,
+    every other name is the real one."""
+
+    def __init__(self, real, forbidden: set[str]):
+        self._real = real
+        self._forbidden = forbidden
+
+    def __getattr__(self, name: str):
+        if name in self._forbidden:
+            def fallback_taken(*args, **kwargs):
+                raise AssertionError(f"hopperkit.gemm fell back to reference.gemm.{name} where the kernel must run")
+
+            return fallback_taken
+        return getattr(self._real, name)
+
+
+@pytest.fixture
+def forbid_reference(monkeypatch):
+    """``forbid_reference("bf16_gemm_nt", ...)``: for the rest of the test, hopperkit.gemm raises if it
+    falls back to one of these reference functions, so a test meant to exercise a kernel fails instead
+    of comparing the reference with itself. Only hopperkit.gemm's binding is replaced: the tests' own
+    ``hopperkit.reference.gemm`` calls still compute the expected values."""
+    import importlib
+
+    gemm_module = importlib.import_module("hopperkit.gemm")
+    real = gemm_module._ref
+    forbidden: set[str] = set()
+
+    def forbid(*names: str) -> None:
+        for name in names:
+            getattr(real, name)  # a misspelt name fails here rather than forbidding nothing
+        forbidden.update(names)
+        monkeypatch.setattr(gemm_module, "_ref", _ReferenceWithout(real, forbidden))
+
+    return forbid

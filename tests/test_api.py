@@ -304,6 +304,63 @@ def test_grouped_fast_lane_rejection_gives_the_python_error(fake_kernel_path):
         hk.m_grouped_fp8_gemm_nt_contiguous((a_fp8, sfa), (b_fp8, sfb), d, torch.zeros(64, dtype=torch.int32))
 
 
+def _bf16_operands(m=8, n=16, k=64):
+    return torch.randn(m, k).bfloat16(), torch.randn(n, k).bfloat16(), torch.empty(m, n, dtype=torch.bfloat16)
+
+
+def test_fast_lane_failures_propagate(fake_kernel_path):
+    """Only the op's rejection of an input (ValueError, TypeError) sends a fast lane to the full path; a
+    CUDA error or any other RuntimeError is the call's failure and must not turn into a rerun (the
+    reference would silently hide a broken kernel)."""
+    def crash(*args):
+        raise RuntimeError("hopperkit: CUDA error cudaErrorIllegalAddress (an illegal memory access was encountered)")
+
+    install, calls = fake_kernel_path
+    install("fp8_gemm_nt", "fp8_gemm_nt_1d2d", crash)
+    install("bf16_gemm_nt", "bf16_gemm", crash)
+    with pytest.raises(RuntimeError, match="cudaErrorIllegalAddress"):
+        hk.fp8_gemm_nt(*_fp8_operands())
+    a, b, d = _bf16_operands()
+    with pytest.raises(RuntimeError, match="cudaErrorIllegalAddress"):
+        hk.bf16_gemm_nt(a, b, d)
+    assert [c[0] for c in calls] == ["fp8_gemm_nt_1d2d", "bf16_gemm"], "each op ran once, and nothing else"
+
+
+def test_bf16_fast_lane_rejection_gives_the_python_error(fake_kernel_path):
+    def reject(*args):
+        raise ValueError("hopperkit: c must be d itself (same address and strides) or share no memory with d, ..")
+
+    install, calls = fake_kernel_path
+    install("bf16_gemm_nt", "bf16_gemm", reject)
+    a, b, _ = _bf16_operands()
+    buf = torch.zeros(9, 16, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="hopperkit: c must be d itself .* or a tensor sharing no memory with d"):
+        hk.bf16_gemm_nt(a, b, buf[:8], c=buf[1:])
+    assert len(calls) == 1, "the full path raises before calling the op again"
+    # A C that is not a tensor never reaches the op (the dispatcher would raise RuntimeError).
+    with pytest.raises(TypeError, match="hopperkit: c must be a torch.Tensor"):
+        hk.bf16_gemm_nt(a, b, buf[:8], c=5)
+    assert len(calls) == 1
+
+
+def test_c_may_be_d_or_separate_or_broadcast(dev):
+    """C = D (in place), C in the other half of D's buffer, and a bias expand()-ed to [M, N] (C only
+    read, so repeated rows are fine) are all valid."""
+    a = torch.randn(8, 64, device=dev).bfloat16()
+    b = torch.randn(16, 64, device=dev).bfloat16()
+    bias = torch.randn(16, device=dev).bfloat16()
+    want = gemm_ref.bf16_gemm_nt(a, b, bias.expand(8, 16))
+    d = poison_(torch.empty(8, 16, dtype=torch.bfloat16, device=dev))
+    hk.bf16_gemm_nt(a, b, d, c=bias.expand(8, 16))
+    assert calc_diff(d, want) < 1e-5
+    halves = torch.empty(16, 16, dtype=torch.bfloat16, device=dev)
+    halves[:8] = bias
+    hk.bf16_gemm_nt(a, b, halves[8:], c=halves[:8])
+    assert calc_diff(halves[8:], want) < 1e-5
+    hk.bf16_gemm_nt(a, b, halves[:8], c=halves[:8])
+    assert calc_diff(halves[:8], want) < 1e-5
+
+
 def test_mla_fast_lane_uses_the_op_and_checks_the_head_layout(fake_kernel_path):
     install, calls = fake_kernel_path
     install("flash_mla_with_kvcache", "mla_dense_decode", lambda q, *rest: (q.new_zeros(*q.shape[:3], 512),

@@ -4,11 +4,16 @@ majorness of A and B), ``m_grouped_bf16_gemm_nt_contiguous`` and ``m_grouped_bf1
 Every case draws fresh seeded inputs, poisons D with NaN and checks ``calc_diff`` against
 ``hopperkit.reference.gemm`` (< 1e-5, the BF16 contract in DESIGN.md) and that no NaN is left.
 Dense: DeepGEMM's M list × a sample of its (N, K) list; then each majorness × BF16/FP32 D × no C /
-C / C aliasing D; strided operands (TMA-aligned ones run the kernel, unaligned ones the reference);
-awkward sizes (K not a multiple of 64, N a multiple of 8 below a tile, odd N into a padded D).
+C / C aliasing D; every compiled tile × majorness (forced through HOPPERKIT_BF16_GEMM_CONFIG); strided
+operands (TMA-aligned ones run the kernel, unaligned ones the reference); awkward sizes (K not a
+multiple of 64, N a multiple of 8 below a tile, odd N into a padded D). The op's own branches that
+the Python API does not reach (K = 0, PDL) are called directly. Overlapping C and D are refused.
 Grouped: NaN in A's padding rows must reach no valid row and D's padding rows must be exactly 0;
-masked counts of 0 and below 64; a CUDA graph of the masked GEMM replayed with new masked_m. Runs in
-seconds on an H200 (the FP32 references dominate).
+masked counts of 0 and below 64; a CUDA graph of the masked GEMM replayed with new masked_m.
+
+Cases meant to run the kernel forbid the reference fallback (conftest ``forbid_reference``): a
+silent fallback would compare the reference with itself and pass. Runs in seconds on an H200 (the
+FP32 references dominate).
 """
 
 from __future__ import annotations
@@ -76,7 +81,8 @@ def _run_dense(m, n, k, major_a="k", major_b="k", out=torch.bfloat16, c_mode="no
 
 @pytest.mark.parametrize("n,k", NKS)
 @pytest.mark.parametrize("m", MS)
-def test_dense_nt(m, n, k):
+def test_dense_nt(m, n, k, forbid_reference):
+    forbid_reference("bf16_gemm_nt")
     _run_dense(m, n, k)
 
 
@@ -84,12 +90,31 @@ def test_dense_nt(m, n, k):
 @pytest.mark.parametrize("out", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("major_a,major_b", [("k", "k"), ("k", "mn"), ("mn", "k"), ("mn", "mn")])
 @pytest.mark.parametrize("m,n,k", [(8, 2112, 1536), (200, 576, 1000), (1024, 4096, 2048)])
-def test_dense_layouts(m, n, k, major_a, major_b, out, c_mode):
+def test_dense_layouts(m, n, k, major_a, major_b, out, c_mode, forbid_reference):
+    forbid_reference("bf16_gemm_nt")
     _run_dense(m, n, k, major_a, major_b, out, c_mode)
 
 
-def test_aliases_are_views():
+TILES = ((128, 256), (128, 128), (64, 256), (64, 128))
+MAJORS = (("k", "k"), ("k", "mn"), ("mn", "k"), ("mn", "mn"))
+
+
+@pytest.mark.parametrize("major_a,major_b", MAJORS, ids=[f"{a}-{b}" for a, b in MAJORS])
+@pytest.mark.parametrize("block_m,block_n", TILES, ids=[f"{m}x{n}" for m, n in TILES])
+def test_every_instantiation(block_m, block_n, major_a, major_b, monkeypatch, forbid_reference):
+    """Each of the 16 compiled kernels (tile × majorness of A and B), forced per call through
+    HOPPERKIT_BF16_GEMM_CONFIG, on a shape ragged against every tile (M = 200, N = 264, K = 200; all
+    multiples of 8, so both majornesses are TMA-aligned and the kernel runs). BF16 D without C takes
+    the TMA store, FP32 D with C the register store."""
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", f"{block_m},{block_n}")
+    forbid_reference("bf16_gemm_nt")
+    _run_dense(200, 264, 200, major_a, major_b, key=("tile", block_m, block_n))
+    _run_dense(200, 264, 200, major_a, major_b, out=torch.float32, c_mode="c", key=("tile", block_m, block_n))
+
+
+def test_aliases_are_views(forbid_reference):
     """nn/tn/tt pass transposed views: the same result as nt on copies."""
+    forbid_reference("bf16_gemm_nt")
     gen = _gen("aliases")
     m, n, k = 304, 512, 320
     a, b = _randn(gen, m, k), _randn(gen, n, k)
@@ -105,16 +130,23 @@ def test_aliases_are_views():
         _check(name, d, want)
 
 
-@pytest.mark.parametrize("m,n,k", [(1, 8, 8), (72, 24, 136), (136, 136, 72), (200, 264, 4104), (64, 8, 7168),
-                                   (65, 40, 100)])
+# (M, N, K, kernel): K = 100 (K-major) and M = 65 (MN-major) break TMA's 16-byte stride rule, so that
+# case runs the reference path; every other one must run the kernel.
+EDGE = ((1, 8, 8, True), (72, 24, 136, True), (136, 136, 72, True), (200, 264, 4104, True), (64, 8, 7168, True),
+        (65, 40, 100, False))
+
+
+@pytest.mark.parametrize("m,n,k,kernel", EDGE, ids=[f"M{m}-N{n}-K{k}" for m, n, k, _ in EDGE])
 @pytest.mark.parametrize("major_a,major_b", [("k", "k"), ("mn", "mn")])
-def test_edge_sizes(m, n, k, major_a, major_b):
-    # K = 100 (K-major) and M = 65 (MN-major) break TMA's 16-byte stride rule: the reference path runs.
+def test_edge_sizes(m, n, k, kernel, major_a, major_b, forbid_reference):
+    if kernel:
+        forbid_reference("bf16_gemm_nt")
     _run_dense(m, n, k, major_a, major_b, key=("edge",))
 
 
-def test_odd_n_into_padded_d():
+def test_odd_n_into_padded_d(forbid_reference):
     """N = 7 (B K-major, D a view of 8-wide rows): the last column pair is cut by N."""
+    forbid_reference("bf16_gemm_nt")
     gen = _gen("odd_n")
     a, b = _randn(gen, 130, 200), _randn(gen, 7, 200)
     for out in (torch.bfloat16, torch.float32):
@@ -124,22 +156,27 @@ def test_odd_n_into_padded_d():
         assert torch.isnan(full[:, 7]).all(), "the column past N was written"
 
 
+@pytest.mark.parametrize("pad", [8, 64, 3])
 @pytest.mark.parametrize("major", ["k", "mn"])
-def test_strided_operands(major):
-    """Operands inside larger buffers: TMA-aligned strides run the kernel, others the reference."""
-    gen = _gen("strided", major)
-    m, n, k = 257, 384, 520
-    for pad in (8, 64, 3):  # row padding in elements; 3 breaks TMA's 16-byte stride rule
-        if major == "k":
-            a = _randn(gen, m, k + pad)[:, :k]
-            b = _randn(gen, n, k + pad)[:, :k]
-        else:
-            a = _randn(gen, k, m + pad)[:, :m].T
-            b = _randn(gen, k, n + pad)[:, :n].T
-        c = _randn(gen, m, n + 8)[:, :n]
-        d = poison_(torch.empty(m, n + 16, dtype=torch.bfloat16, device="cuda"))[:, :n]
-        hopperkit.bf16_gemm_nt(a, b, d, c=c)
-        _check(f"{major}-major pad {pad}", d, ref_gemm.bf16_gemm_nt(a, b, c))
+def test_strided_operands(major, pad, forbid_reference):
+    """Operands inside larger buffers, rows padded by `pad` elements: M, N, K are multiples of 8, so
+    pads of 8 and 64 keep every stride TMA-aligned and must run the kernel; a pad of 3 breaks TMA's
+    16-byte stride rule (K + 3 for K-major rows, M + 3 and N + 3 for MN-major ones) and runs the
+    reference."""
+    if pad % 8 == 0:
+        forbid_reference("bf16_gemm_nt")
+    gen = _gen("strided", major, pad)
+    m, n, k = 264, 384, 520
+    if major == "k":
+        a = _randn(gen, m, k + pad)[:, :k]
+        b = _randn(gen, n, k + pad)[:, :k]
+    else:
+        a = _randn(gen, k, m + pad)[:, :m].T
+        b = _randn(gen, k, n + pad)[:, :n].T
+    c = _randn(gen, m, n + 8)[:, :n]
+    d = poison_(torch.empty(m, n + 16, dtype=torch.bfloat16, device="cuda"))[:, :n]
+    hopperkit.bf16_gemm_nt(a, b, d, c=c)
+    _check(f"{major}-major pad {pad}", d, ref_gemm.bf16_gemm_nt(a, b, c))
 
 
 def test_k_zero_and_empty():
@@ -155,7 +192,76 @@ def test_k_zero_and_empty():
     hopperkit.bf16_gemm_nt(a[:0], b, d[:0])  # M = 0: nothing to do
 
 
-def test_repeatable():
+def _k_major_empty(rows: int) -> torch.Tensor:
+    """[rows, 0] bf16 as a view of 16-byte rows (a bare empty(rows, 0) has row stride 1, which TMA's
+    stride rule refuses)."""
+    return torch.empty(rows, 8, dtype=torch.bfloat16, device="cuda")[:, :0]
+
+
+@pytest.mark.parametrize("out", [torch.bfloat16, torch.float32])
+def test_op_k_zero(out):
+    """The op's own K = 0 branch (the Python API answers K = 0 itself): D = 0 without C, D = C with a
+    separate C, D unchanged when C is D."""
+    gen = _gen("op_k0", out)
+    a, b = _k_major_empty(40), _k_major_empty(24)
+    op = torch.ops.hopperkit.bf16_gemm
+    sms = hopperkit.get_num_sms()
+    d = poison_(torch.empty(40, 24, dtype=out, device="cuda"))
+    op(a, b, d, None, sms, False)
+    assert torch.equal(d, torch.zeros_like(d)), "K = 0 without C must give D = 0"
+    c = _randn(gen, 40, 24).to(out)
+    d = poison_(torch.empty(40, 24, dtype=out, device="cuda"))
+    op(a, b, d, c, sms, False)
+    assert torch.equal(d, c), "K = 0 with C must give D = C"
+    d = c.clone()
+    op(a, b, d, d, sms, False)
+    assert torch.equal(d, c), "K = 0 with C = D must leave D as it is"
+
+
+@pytest.mark.parametrize("out,c_mode", [(torch.bfloat16, "none"), (torch.float32, "c")])
+def test_op_pdl(out, c_mode):
+    """pdl=True (programmatic dependent launch: the kernel waits for its predecessor in the stream)."""
+    gen = _gen("op_pdl", out, c_mode)
+    m, n, k = 136, 264, 520
+    a, b = _randn(gen, m, k), _randn(gen, n, k)
+    c = None if c_mode == "none" else _randn(gen, m, n).to(out)
+    d = poison_(torch.empty(m, n, dtype=out, device="cuda"))
+    torch.ops.hopperkit.bf16_gemm(a, b, d, c, hopperkit.get_num_sms(), True)
+    _check(f"pdl D {out} C {c_mode}", d, ref_gemm.bf16_gemm_nt(a, b, c, out_dtype=out))
+
+
+def test_c_overlapping_d_is_refused(forbid_reference):
+    """C must be D itself or share no memory with D (the epilogue reads C(r, c) and writes D(r, c) in
+    one thread); the op and the Python API both refuse a partial overlap, naming c."""
+    gen = _gen("c_overlap")
+    m, n, k = 64, 128, 256
+    a, b = _randn(gen, m, k), _randn(gen, n, k)
+    buf = _randn(gen, m + 1, n)
+    d, c_shifted = buf[:m], buf[1:]  # C(r, c) is D(r + 1, c)
+    wide = _randn(gen, m, 2 * n)
+    d_wide = wide.view(-1)[: m * n].view(m, n)  # the first m/2 rows of wide, read as m rows of n
+    c_other_strides = wide[:, :n]  # D's address, row stride 2n
+    op = torch.ops.hopperkit.bf16_gemm
+    sms = hopperkit.get_num_sms()
+    for name, dd, cc in (("shifted by a row", d, c_shifted), ("same address, other strides", d_wide, c_other_strides)):
+        before = dd.clone()
+        with pytest.raises(ValueError, match="hopperkit: c must be d itself"):
+            op(a, b, dd, cc, sms, False)
+        with pytest.raises(ValueError, match="hopperkit: c must be d itself"):
+            hopperkit.bf16_gemm_nt(a, b, dd, c=cc)
+        assert torch.equal(dd, before), f"{name}: a refused call wrote D"
+    # Disjoint halves of one buffer are separate tensors: accepted, and the kernel runs.
+    forbid_reference("bf16_gemm_nt")
+    halves = _randn(gen, 2 * m, n)
+    c, d = halves[:m], halves[m:]
+    want = ref_gemm.bf16_gemm_nt(a, b, c)
+    d.fill_(float("nan"))
+    hopperkit.bf16_gemm_nt(a, b, d, c=c)
+    _check("C and D halves of one buffer", d, want)
+
+
+def test_repeatable(forbid_reference):
+    forbid_reference("bf16_gemm_nt")
     gen = _gen("repeat")
     a, b = _randn(gen, 1000, 2048), _randn(gen, 3000, 2048)
     d0 = torch.empty(1000, 3000, dtype=torch.bfloat16, device="cuda")
@@ -204,7 +310,8 @@ def _contiguous_case(g: int, expected: int, n: int, k: int):
 
 
 @pytest.mark.parametrize("g,expected,n,k", [(4, 300, 4096, 2048), (8, 130, 2112, 7168), (5, 200, 576, 320)])
-def test_contiguous(g, expected, n, k):
+def test_contiguous(g, expected, n, k, forbid_reference):
+    forbid_reference("m_grouped_bf16_gemm_nt_contiguous")
     d, a, b, m_indices, pad = _contiguous_case(g, expected, n, k)
     assert torch.equal(d[pad], torch.zeros_like(d[pad])), "padding rows of D must be 0"
     ref = ref_gemm.m_grouped_bf16_gemm_nt_contiguous(a, b, m_indices)
@@ -229,7 +336,8 @@ def _check_masked(d, a, b, masked_m, dead):
 
 
 @pytest.mark.parametrize("g,expected,n,k", [(6, 20, 4096, 2048), (8, 128, 4096, 7168), (4, 300, 576, 1000)])
-def test_masked(g, expected, n, k):
+def test_masked(g, expected, n, k, forbid_reference):
+    forbid_reference("m_grouped_bf16_gemm_nt_masked")
     rnd = random.Random(zlib.crc32(repr(("m", g, expected, n, k)).encode()))
     counts = [int(expected * rnd.uniform(0.7, 1.3)) for _ in range(g)]
     counts[0] = 0
@@ -241,8 +349,9 @@ def test_masked(g, expected, n, k):
     _check_masked(d, a, b, masked_m, dead)
 
 
-def test_masked_cuda_graph_replay():
+def test_masked_cuda_graph_replay(forbid_reference):
     """One capture serves any counts: masked_m is read on the device."""
+    forbid_reference("m_grouped_bf16_gemm_nt_masked")
     g, m_max, n, k = 8, 160, 2048, 1024
     a, b, masked_m, _ = _masked_case(g, m_max, n, k, [m_max] * g, seed=1)
     d = torch.empty(g, m_max, n, dtype=torch.bfloat16, device="cuda")
@@ -284,11 +393,25 @@ def test_op_rejects_bad_input():
         op(a, b, d, torch.zeros(64, 256, device="cuda"), 132)
     with pytest.raises(ValueError, match="num_sms"):
         op(a, b, d, None, 0)
+    # Outputs whose elements overlap (each element is stored by one thread): an expand()-ed D, rows
+    # closer than N elements, masked groups closer than a group of rows.
+    with pytest.raises(ValueError, match="d must not overlap itself"):
+        op(a, b, torch.empty(1, 256, dtype=torch.bfloat16, device="cuda").expand(64, 256), None, 132)
+    with pytest.raises(ValueError, match="d must not overlap itself"):
+        op(a, b, torch.empty(64 * 128 + 128, dtype=torch.bfloat16, device="cuda").as_strided((64, 256), (128, 1)), None, 132)
+    contiguous = torch.ops.hopperkit.m_grouped_bf16_gemm_nt_contiguous
+    with pytest.raises(ValueError, match="d must not overlap itself"):
+        contiguous(a, b.view(1, 256, 128), d[:1].expand(64, 256), torch.zeros(64, dtype=torch.int32, device="cuda"), 132)
     masked = torch.ops.hopperkit.m_grouped_bf16_gemm_nt_masked
     a3, b3 = _randn(gen, 2, 64, 128), _randn(gen, 2, 256, 128)
     d3 = torch.empty(2, 64, 256, dtype=torch.bfloat16, device="cuda")
     with pytest.raises(ValueError, match="masked_m"):
         masked(a3, b3, d3, torch.zeros(3, dtype=torch.int32, device="cuda"), 64, 132)
+    with pytest.raises(ValueError, match="d must not overlap itself"):
+        masked(a3, b3, d3[:1].expand(2, 64, 256), torch.zeros(2, dtype=torch.int32, device="cuda"), 64, 132)
+    with pytest.raises(ValueError, match="d must not overlap itself"):  # group stride 32 rows < 64 rows
+        masked(a3, b3, d3.view(-1)[: 96 * 256].as_strided((2, 64, 256), (32 * 256, 256, 1)),
+               torch.zeros(2, dtype=torch.int32, device="cuda"), 64, 132)
     with pytest.raises(ValueError, match="b must be K-major"):
         masked(a3, b3.transpose(1, 2).contiguous().transpose(1, 2), d3, torch.zeros(2, dtype=torch.int32, device="cuda"),
                64, 132)
@@ -298,5 +421,7 @@ def test_op_rejects_bad_input():
     with pytest.raises(ValueError, match="hopperkit: b"):
         hopperkit.m_grouped_bf16_gemm_nt_masked(a3, b3.transpose(1, 2).contiguous().transpose(1, 2), d3,
                                                 torch.zeros(2, dtype=torch.int32, device="cuda"), 64)
+    with pytest.raises(ValueError, match="hopperkit: d must be an output that does not overlap itself"):
+        hopperkit.bf16_gemm_nt(a, b, d[:1].expand(64, 256))
     hopperkit.bf16_gemm_nt(a, b, d)
     _check("after errors", d, ref_gemm.bf16_gemm_nt(a, b, None))

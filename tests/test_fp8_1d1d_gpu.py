@@ -11,7 +11,9 @@ wrongly indexed scale shows), quantizes them with ``per_token_cast_to_fp8``, and
 
 Shapes: DeepGEMM's dense list sampled (M ∈ {1, 7, 64, 128, 4096}), edge sizes (M = 4097, 65; N not a
 multiple of the 128-column tile; K not a multiple of 128), and the k-grouped EP shapes sampled, with
-an empty group. The whole file takes seconds on an H200.
+an empty group. The ops' own branches that the Python API does not reach (no C, K = 0, PDL) are
+called directly. Tests that must run the kernel forbid the reference fallback (conftest
+``forbid_reference``). The whole file takes seconds on an H200.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pytest
 import torch
 
 import hopperkit
+from hopperkit import _ops
 from hopperkit.reference import gemm as ref_gemm
 from hopperkit.testing import calc_diff, poison_
 
@@ -31,6 +34,21 @@ FP8 = torch.float8_e4m3fn
 RECIPE_1D1D = (1, 1, 128)
 QUANT_TOL = 1e-3  # vs C + the product of the unquantized inputs
 REF_TOL = 1e-5  # vs hopperkit.reference on the same quantized operands
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _sm90():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    for op in ("fp8_gemm_nt (1d1d)", "k_grouped_fp8_gemm_nt_contiguous"):
+        if not _ops.use_kernel(op, torch.device("cuda")):
+            pytest.skip(f"the {op} kernel needs an SM90 device, the built extension and HOPPERKIT_FORCE_REFERENCE unset")
+
+
+@pytest.fixture
+def kernel_only(forbid_reference):
+    """The 1d1d public ops must run their kernels: a fallback to the reference fails the test."""
+    forbid_reference("fp8_gemm_nt", "k_grouped_fp8_gemm_nt_contiguous")
 
 
 def cdiv(a: int, b: int) -> int:
@@ -75,7 +93,7 @@ DENSE = [(m, n, k) for m in (1, 7, 64, 128) for n, k in NKS] + [(4096, n, k) for
 
 
 @pytest.mark.parametrize("m,n,k", DENSE, ids=[f"M{m}-N{n}-K{k}" for m, n, k in DENSE])
-def test_dense_accumulate_in_place(cuda, m, n, k):
+def test_dense_accumulate_in_place(cuda, kernel_only, m, n, k):
     a, b, (a_fp8, sfa), (b_fp8, sfb), c0 = _dense_case(cuda, m, n, k)
     d = c0.clone()
     hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d, c=d, recipe=RECIPE_1D1D)
@@ -90,7 +108,7 @@ EDGE = ((4097, 2112, 1536), (65, 36, 256), (7, 576, 320), (100, 200, 1008), (1, 
 
 @pytest.mark.parametrize("mode", ["c_is_d", "c_separate", "no_c"])
 @pytest.mark.parametrize("m,n,k", EDGE, ids=[f"M{m}-N{n}-K{k}" for m, n, k in EDGE])
-def test_dense_c_modes_and_edges(cuda, m, n, k, mode):
+def test_dense_c_modes_and_edges(cuda, kernel_only, m, n, k, mode):
     a, b, (a_fp8, sfa), (b_fp8, sfb), c0 = _dense_case(cuda, m, n, k, mode)
     unquantized = a.float() @ b.float().T
     if mode == "no_c":
@@ -115,7 +133,7 @@ def test_dense_c_modes_and_edges(cuda, m, n, k, mode):
     _check(f"{mode} M={m} N={n} K={k}", d, c0 + unquantized, reference)
 
 
-def test_dense_row_padded_d_and_c(cuda):
+def test_dense_row_padded_d_and_c(cuda, kernel_only):
     """D and C as row-padded views: the padding columns stay untouched (TMA clips at N)."""
     m, n, k = 300, 200, 512
     a, b, (a_fp8, sfa), (b_fp8, sfb), c0 = _dense_case(cuda, m, n, k, "padded")
@@ -180,6 +198,57 @@ def test_dense_op_rejects_bad_inputs(cuda):
     buf = torch.empty(m * 2 * n, device=cuda)
     with pytest.raises(ValueError, match="hopperkit: c must be d itself"):
         op(a_fp8, sfa_t, b_fp8, sfb_t, buf[: m * n].view(m, n), buf.as_strided((m, n), (2 * n, 1)), sms, False)
+    # C shifted by a row against D in one buffer: a partial overlap the copy of C into D would corrupt.
+    rows = torch.randn(m + 1, n, device=cuda)
+    before = rows.clone()
+    with pytest.raises(ValueError, match="hopperkit: c must be d itself"):
+        op(a_fp8, sfa_t, b_fp8, sfb_t, rows[:m], rows[1:], sms, False)
+    with pytest.raises(ValueError, match="hopperkit: c must be d itself"):
+        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), rows[:m], c=rows[1:], recipe=RECIPE_1D1D)
+    assert torch.equal(rows, before), "a refused call wrote D"
+    # D whose elements overlap: expand()-ed, or rows closer than N.
+    with pytest.raises(ValueError, match="hopperkit: d must not overlap itself"):
+        op(a_fp8, sfa_t, b_fp8, sfb_t, d[:1].expand(m, n), c0, sms, False)
+    with pytest.raises(ValueError, match="hopperkit: d must not overlap itself"):
+        op(a_fp8, sfa_t, b_fp8, sfb_t, buf.as_strided((m, n), (n // 2, 1)), c0, sms, False)
+    with pytest.raises(ValueError, match="hopperkit: d must be an output that does not overlap itself"):
+        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d[:1].expand(m, n), c=c0, recipe=RECIPE_1D1D)
+
+
+def _op_scales(sfa: torch.Tensor, sfb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return hopperkit.get_mn_major_tma_aligned_tensor(sfa), hopperkit.get_mn_major_tma_aligned_tensor(sfb)
+
+
+def test_dense_op_k0(cuda):
+    """The op's own K = 0 branch (the Python API answers K = 0 itself): D = 0 without C, D = C with a
+    separate C, D unchanged when C is D."""
+    m, n = 40, 72
+    a = torch.empty(m, 16, dtype=FP8, device=cuda)[:, :0]  # K-major views of 16-byte aligned rows
+    b = torch.empty(n, 16, dtype=FP8, device=cuda)[:, :0]
+    sfa, sfb = torch.empty(m, 0, device=cuda), torch.empty(n, 0, device=cuda)
+    op = torch.ops.hopperkit.fp8_gemm_nt_1d1d
+    sms = hopperkit.get_num_sms()
+    d = poison_(torch.empty(m, n, device=cuda))
+    op(a, sfa, b, sfb, d, None, sms, False)
+    assert torch.equal(d, torch.zeros_like(d)), "K = 0 without C must give D = 0"
+    c = torch.randn(m, n, generator=_gen(cuda, "op_k0"), device=cuda)
+    d = poison_(torch.empty(m, n, device=cuda))
+    op(a, sfa, b, sfb, d, c, sms, False)
+    assert torch.equal(d, c), "K = 0 with C must give D = C"
+    d = c.clone()
+    op(a, sfa, b, sfb, d, d, sms, False)
+    assert torch.equal(d, c), "K = 0 with C = D must leave D as it is"
+
+
+def test_dense_op_pdl(cuda):
+    """pdl=True (programmatic dependent launch), one small case with C separate from a poisoned D."""
+    m, n, k = 136, 200, 640
+    a, b, (a_fp8, sfa), (b_fp8, sfb), c0 = _dense_case(cuda, m, n, k, "pdl")
+    sfa_t, sfb_t = _op_scales(sfa, sfb)
+    d = poison_(torch.empty(m, n, device=cuda))
+    torch.ops.hopperkit.fp8_gemm_nt_1d1d(a_fp8, sfa_t, b_fp8, sfb_t, d, c0, hopperkit.get_num_sms(), True)
+    reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, c0, recipe=RECIPE_1D1D)
+    _check("pdl", d, c0 + a.float() @ b.float().T, reference)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -235,19 +304,19 @@ K_GROUPED = ((4, 7168, 2048, 8192), (8, 4096, 7168, 4096), (16, 7168, 2048, 2048
 
 
 @pytest.mark.parametrize("g,m,n,expected_k", K_GROUPED, ids=[f"G{g}-M{m}-N{n}-K{k}" for g, m, n, k in K_GROUPED])
-def test_k_grouped_deepgemm_shapes(cuda, g, m, n, expected_k):
+def test_k_grouped_deepgemm_shapes(cuda, kernel_only, g, m, n, expected_k):
     ks = _ks(g, expected_k)
     _run_k_grouped(cuda, m, n, ks, True)
 
 
 @pytest.mark.parametrize("in_place", [True, False], ids=["c_is_d", "c_separate"])
-def test_k_grouped_empty_groups_and_edges(cuda, in_place):
+def test_k_grouped_empty_groups_and_edges(cuda, kernel_only, in_place):
     # Empty groups first, in the middle and last; M and N not multiples of the tile.
     _run_k_grouped(cuda, 300, 200, [0, 384, 0, 128, 1024, 0], in_place)
     _run_k_grouped(cuda, 4097, 2052, [256, 0, 640], in_place)
 
 
-def test_k_grouped_small_m_and_repeatable(cuda):
+def test_k_grouped_small_m_and_repeatable(cuda, kernel_only):
     """M <= 64 takes the 64-row tiles; the same inputs give bitwise the same D."""
     ks = [512, 128, 0, 256]
     first = _run_k_grouped(cuda, 48, 576, ks, False, "repeat")
@@ -255,7 +324,7 @@ def test_k_grouped_small_m_and_repeatable(cuda):
     assert torch.equal(first, second)
 
 
-def test_k_grouped_all_empty_is_copy(cuda):
+def test_k_grouped_all_empty_is_copy(cuda, kernel_only):
     m, n, ks = 64, 128, [0, 0]
     c = torch.randn(2, m, n, device=cuda)
     d = poison_(torch.empty_like(c))
@@ -264,6 +333,44 @@ def test_k_grouped_all_empty_is_copy(cuda):
                                                (empty, torch.empty(n, 0, device=cuda)), d, ks,
                                                torch.zeros(2, dtype=torch.int32, device=cuda), c=c)
     assert torch.equal(d, c)
+
+
+def test_k_grouped_op_without_c(cuda):
+    """The op with c=None (the public API requires C): each group's tile is stored, not added, and an
+    empty group's D[g] is written as zeros."""
+    m, n, ks = 200, 136, [256, 0, 384, 0]
+    a_parts, b_parts, (a8, sfa), (b8, sfb), c0 = _k_grouped_case(cuda, m, n, ks, "no_c")
+    sfa_t, sfb_t = _op_scales(sfa, sfb)
+    d = poison_(torch.empty(len(ks), m, n, device=cuda))
+    torch.ops.hopperkit.k_grouped_fp8_gemm_nt_contiguous_1d1d(a8, sfa_t, b8, sfb_t, d, ks, None,
+                                                              hopperkit.get_num_sms(), False)
+    reference = ref_gemm.k_grouped_fp8_gemm_nt_contiguous(a8, sfa, b8, sfb, ks, torch.zeros_like(c0))
+    for g, kg in enumerate(ks):
+        if kg == 0:
+            assert torch.equal(d[g], torch.zeros_like(d[g])), f"empty group {g} without C: D[g] must be 0"
+            continue
+        _check(f"no C group {g} (K={kg})", d[g], a_parts[g].float() @ b_parts[g].float().T, reference[g])
+
+
+def test_k_grouped_op_all_empty_without_c_and_pdl(cuda):
+    """The op's Σks = 0 branch without C (D = 0), and pdl=True on a small k-grouped case with C = D."""
+    m, n = 64, 128
+    empty = torch.empty(0, dtype=FP8, device=cuda)
+    op = torch.ops.hopperkit.k_grouped_fp8_gemm_nt_contiguous_1d1d
+    sms = hopperkit.get_num_sms()
+    d = poison_(torch.empty(2, m, n, device=cuda))
+    op(empty, torch.empty(m, 0, device=cuda), empty, torch.empty(n, 0, device=cuda), d, [0, 0], None, sms, False)
+    assert torch.equal(d, torch.zeros_like(d)), "Σks = 0 without C must give D = 0"
+
+    ks = [128, 0, 256]
+    a_parts, b_parts, (a8, sfa), (b8, sfb), c0 = _k_grouped_case(cuda, m, n, ks, "pdl")
+    sfa_t, sfb_t = _op_scales(sfa, sfb)
+    d = c0.clone()
+    op(a8, sfa_t, b8, sfb_t, d, ks, d, sms, True)
+    reference = ref_gemm.k_grouped_fp8_gemm_nt_contiguous(a8, sfa, b8, sfb, ks, c0)
+    assert torch.equal(d[1], c0[1]), "empty group with C: D[g] must stay C[g]"
+    for g in (0, 2):
+        _check(f"pdl group {g}", d[g], c0[g] + a_parts[g].float() @ b_parts[g].float().T, reference[g])
 
 
 def test_k_grouped_bad_inputs(cuda, monkeypatch):
@@ -297,4 +404,9 @@ def test_k_grouped_bad_inputs(cuda, monkeypatch):
         op(a8, sfa.contiguous(), b8, sfb_t, d, ks, d, sms, False)
     with pytest.raises(ValueError, match="hopperkit: b must be a contiguous FP8 buffer"):
         op(a8, sfa_t, b8[:-128], sfb_t, d, ks, d, sms, False)
+    with pytest.raises(ValueError, match="hopperkit: d must not overlap itself"):  # groups 32 rows apart, 64 rows each
+        op(a8, sfa_t, b8, sfb_t, d.view(-1)[: 96 * n].as_strided((2, m, n), (32 * n, n, 1)), ks, None, sms, False)
+    shared = torch.randn(2 * m * n + n, device=cuda)  # C one row behind D in one buffer
+    with pytest.raises(ValueError, match="hopperkit: c must be d itself"):
+        op(a8, sfa_t, b8, sfb_t, shared[: 2 * m * n].view(2, m, n), ks, shared[n:].view(2, m, n), sms, False)
     assert torch.equal(d, c0), "a rejected call wrote D"

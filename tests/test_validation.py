@@ -181,6 +181,26 @@ CASES: list[tuple[str, Callable[[Ctx], object], type, str]] = [
     ("bf16_d_column_major", lambda c: hopperkit.bf16_gemm_nt(torch.randn(8, 64, device=c.dev).bfloat16(),
                                                               torch.randn(16, 64, device=c.dev).bfloat16(),
                                                               torch.empty(16, 8, device=c.dev).bfloat16().T), ValueError, "d must be"),
+    # GEMM outputs are written one element per thread: D must not overlap itself, and C is D itself or
+    # shares no memory with D.
+    ("bf16_d_expanded", lambda c: hopperkit.bf16_gemm_nt(torch.randn(8, 64, device=c.dev).bfloat16(),
+                                                          torch.randn(16, 64, device=c.dev).bfloat16(),
+                                                          torch.empty(1, 16, device=c.dev).bfloat16().expand(8, 16)),
+     ValueError, "d must be an output that does not overlap itself"),
+    ("bf16_c_overlaps_d", lambda c: (lambda buf: hopperkit.bf16_gemm_nt(
+        torch.randn(8, 64, device=c.dev).bfloat16(), torch.randn(16, 64, device=c.dev).bfloat16(), buf[:8], c=buf[1:]))(
+        torch.zeros(9, 16, dtype=torch.bfloat16, device=c.dev)), ValueError, "c must be d itself"),
+    ("fp8_1d1d_d_rows_overlap", lambda c: c.fp8(b=(c.B1, c.SFB1), d=torch.zeros(8 * 64 + 64, device=c.dev).as_strided((8, 128), (64, 1)),
+                                                c=c.D32, recipe=(1, 1, 128)), ValueError, "d must be an output that does not overlap itself"),
+    ("fp8_1d1d_c_overlaps_d", lambda c: (lambda buf: c.fp8(b=(c.B1, c.SFB1), d=buf[:8], c=buf[1:], recipe=(1, 1, 128)))(
+        torch.zeros(9, 128, device=c.dev)), ValueError, "c must be d itself"),
+    ("masked_d_groups_overlap", lambda c: hopperkit.m_grouped_fp8_gemm_nt_masked(
+        (c.Am, c.SFAm), (c.GB, c.GSFB), c.Dm.view(-1)[: 96 * 128].as_strided((2, 64, 128), (32 * 128, 128, 1)), c.masked_m, 32),
+     ValueError, "d must be an output that does not overlap itself"),
+    ("k_grouped_c_overlaps_d", lambda c: (lambda buf: hopperkit.k_grouped_fp8_gemm_nt_contiguous(
+        (c.A, c.SFA[:, :2].contiguous()), (c.B, c.SFB1[:, :2].contiguous()), buf[: 2 * 8 * 128].view(2, 8, 128), [128, 128],
+        torch.tensor([128, 128], dtype=torch.int32, device=c.dev), c=buf[128:].view(2, 8, 128)))(
+        torch.zeros(2 * 8 * 128 + 128, device=c.dev)), ValueError, "c must be d itself"),
     ("bf16_masked_b_mn_major", lambda c: hopperkit.m_grouped_bf16_gemm_nt_masked(
         torch.randn(2, 8, 64, device=c.dev).bfloat16(), torch.randn(2, 64, 16, device=c.dev).bfloat16().transpose(1, 2),
         torch.empty(2, 8, 16, device=c.dev).bfloat16(), torch.tensor([3, 8], dtype=torch.int32, device=c.dev), 8),

@@ -114,7 +114,9 @@ struct Bf16SsWgmma<256, kMajorA, kMajorB> {
 // acc[4j + {0, 1}] (row0) and acc[4j + {2, 3}] (row0 + 8).
 struct AccumulatorRows {
   int row0;  // within the warpgroup's 64 rows
-  __device__ __forceinline__ AccumulatorRows(int thread_in_wg) : row0((thread_in_wg / 32) * 16 + (thread_in_wg % 32) / 4) {}
+  int col0;  // 2·(lane % 4): first column of the thread's pair in each 8-column group
+  __device__ __forceinline__ AccumulatorRows(int thread_in_wg)
+      : row0((thread_in_wg / 32) * 16 + (thread_in_wg % 32) / 4), col0(2 * (thread_in_wg % 4)) {}
 };
 
 // One wgmma with both operands in shared memory: acc (64×N, N/2 floats per thread) [+]= A·B.

@@ -1,6 +1,10 @@
-// Argument checks shared by the op implementations.
+// Argument checks shared by the op implementations, and the host-side layout arithmetic they imply.
 #pragma once
 
+#include <cstdint>
+#include <utility>
+
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <cuda_runtime_api.h>
 
@@ -25,6 +29,71 @@ inline void check_sm90(const at::Tensor& t) {
   HK_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, t.get_device()));
   HK_CHECK(major == 9 && minor == 0, "this build has kernels for sm_90a (H100/H200/H800) only; ", t.device(),
            " is sm_", major, minor, ". Use the hopperkit Python API, which runs the reference there.");
+}
+
+inline void check_num_sms(int64_t num_sms) {
+  HK_CHECK_VALUE(num_sms >= 1 && num_sms <= 1024, "num_sms must be in [1, 1024], got ", num_sms);
+}
+
+// Row stride (elements) of a row-major [..., rows, cols] tensor as a kernel or TMA map is given it. A
+// single row is never stepped over and torch reports any stride for it; the row width stands in.
+inline int64_t row_stride(const at::Tensor& t) { return t.size(-2) > 1 ? t.stride(-2) : t.size(-1); }
+
+// FP8 [rows, K], K-major with 16-byte aligned rows. The stride of a dimension with one entry is never
+// stepped over, so it is not checked (the Python checks agree): a [1, K] view of a wider tensor is
+// accepted whatever its row stride. Maps must therefore take the row stride from fp8_row_stride,
+// never from stride(0), which would hand TMA a stride that is not a multiple of 16 bytes.
+inline void check_fp8_k_major(const at::Tensor& t, const char* name) {
+  check_cuda_tensor(t, name, at::kFloat8_e4m3fn);
+  HK_CHECK_VALUE(t.dim() == 2 && (t.size(1) <= 1 || t.stride(1) == 1) && (t.size(0) <= 1 || t.stride(0) % 16 == 0) &&
+                     (t.numel() == 0 || reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0),
+                 name, " must be a K-major [rows, K] FP8 tensor with 16-byte aligned rows, got shape ", t.sizes(),
+                 " strides ", t.strides());
+}
+
+// The row stride TMA steps over for a tensor accepted by check_fp8_k_major: stride(0), or for a single
+// row K rounded up to 16 bytes (any multiple of 16 would do; the map never steps).
+inline int64_t fp8_row_stride(const at::Tensor& t) { return t.size(0) <= 1 ? (t.size(1) + 15) / 16 * 16 : t.stride(0); }
+
+// Every element of a GEMM output is written once, by one thread of one tile. That is a race-free
+// store only when distinct (group, row, column) are distinct addresses: no stride 0 (an expand()-ed
+// D), rows at least N elements apart, groups at least a full group of rows apart. Called after the
+// layout check (stride(-1) == 1 wherever N > 1), so these bounds are exact for non-negative strides.
+inline void check_output_elements_disjoint(const at::Tensor& t, const char* name) {
+  if (t.numel() == 0) return;
+  const int64_t n = t.size(-1);
+  bool ok = at::has_internal_overlap(t) != at::MemOverlap::Yes;
+  if (t.dim() >= 2 && t.size(-2) > 1) ok = ok && t.stride(-2) >= n;
+  if (t.dim() == 3 && t.size(0) > 1) ok = ok && t.stride(0) >= (t.size(1) - 1) * t.stride(1) + n;
+  HK_CHECK_VALUE(ok, name, " must not overlap itself (it is written, one element per thread): row stride >= N and, for ",
+                 "[G, rows, N], group stride >= (rows - 1) * row stride + N; got shape ", t.sizes(), " strides ",
+                 t.strides(), " (an expand()-ed or as_strided view is not a valid output)");
+}
+
+// C of D = C + A·Bᵀ is either D itself (same address and strides: accumulate in place) or shares no
+// byte with D. The epilogues read C(r, c) and write D(r, c) from one thread, and the 1d1d op copies a
+// separate C into D before the kernel accumulates; a C that partly overlaps D would be read after
+// another thread (or the copy) has overwritten it. Byte ranges rather than at::get_overlap_status:
+// that answers TooHard for any non-dense tensor, and row-padded views of D are valid outputs. Views
+// of one buffer whose ranges interleave without sharing an element are refused too. Returns whether
+// C is D; callers have checked that C and D have the same shape.
+inline bool c_is_d(const at::Tensor& c, const at::Tensor& d) {
+  if (c.data_ptr() == d.data_ptr() && c.strides() == d.strides()) return true;
+  const auto byte_range = [](const at::Tensor& t) {
+    const auto begin = reinterpret_cast<uintptr_t>(t.data_ptr());
+    if (t.numel() == 0) return std::pair<uintptr_t, uintptr_t>(begin, begin);
+    int64_t last = 0;
+    for (int64_t i = 0; i < t.dim(); ++i) last += (t.size(i) - 1) * t.stride(i);
+    return std::pair<uintptr_t, uintptr_t>(begin, begin + static_cast<uintptr_t>((last + 1) * t.element_size()));
+  };
+  const auto [c_begin, c_end] = byte_range(c);
+  const auto [d_begin, d_end] = byte_range(d);
+  HK_CHECK_VALUE(c_end <= d_begin || d_end <= c_begin,
+                 "c must be d itself (same address and strides) or share no memory with d, got c with strides ",
+                 c.strides(), " overlapping d (strides ", d.strides(), ", ", static_cast<int64_t>(c_begin - d_begin),
+                 " bytes apart): the kernel reads C(r, c) and writes D(r, c) in one thread, so a partly overlapping C "
+                 "would be read after it was overwritten");
+  return false;
 }
 
 }  // namespace hopperkit::ops

@@ -17,14 +17,6 @@
 namespace hopperkit::ops {
 namespace {
 
-void check_fp8_k_major(const at::Tensor& t, const char* name) {
-  check_cuda_tensor(t, name, at::kFloat8_e4m3fn);
-  HK_CHECK_VALUE(t.dim() == 2 && t.stride(1) == 1 && t.stride(0) % 16 == 0 &&
-                     reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0,
-                 name, " must be a K-major [rows, K] FP8 tensor with 16-byte aligned rows, got shape ", t.sizes(),
-                 " strides ", t.strides());
-}
-
 // Tuning knob for benchmarks: HOPPERKIT_FP8_GEMM_CONFIG=BLOCK_M,BLOCK_N,CLUSTER forces a compiled
 // configuration (dispatch refuses one that is not compiled or cannot tile this shape).
 void apply_config_override(gemm::Fp8Gemm1d2dConfig& config) {
@@ -66,8 +58,9 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
                      reinterpret_cast<uintptr_t>(d.data_ptr()) % 16 == 0,
                  "d must be a row-major [", m, ", ", n, "] bf16 tensor with 16-byte aligned rows, got shape ", d.sizes(),
                  " strides ", d.strides());
+  check_output_elements_disjoint(d, "d");
   for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&sfa, &b, &sfb, &d}) check_same_device(*t, a, "all tensors", "a");
-  HK_CHECK_VALUE(num_sms >= 1 && num_sms <= 1024, "num_sms must be in [1, 1024], got ", num_sms);
+  check_num_sms(num_sms);
   check_sm90(a);
   c10::cuda::CUDAGuard guard(a.device());
 
@@ -95,9 +88,9 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
     p.split_counters = reinterpret_cast<int*>(p.split_workspace + partials);
     HK_CUDA_CHECK(cudaMemsetAsync(p.split_counters, 0, tiles * sizeof(int), c10::cuda::getCurrentCUDAStream()));
   }
-  p.tma_a = make_tma_2d(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, m, a.stride(0), 128, config.block_m,
+  p.tma_a = make_tma_2d(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, m, fp8_row_stride(a), 128, config.block_m,
                         CU_TENSOR_MAP_SWIZZLE_128B);
-  p.tma_b = make_tma_2d(b.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, n, b.stride(0), 128, config.block_n,
+  p.tma_b = make_tma_2d(b.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, n, fp8_row_stride(b), 128, config.block_n,
                         CU_TENSOR_MAP_SWIZZLE_128B);
   p.tma_sfa = make_tma_2d(sfa.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, m, k_blocks,
                           k_blocks == 1 ? sfa_ld : sfa.stride(1), config.block_m, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
@@ -168,11 +161,12 @@ void m_grouped_fp8_gemm_nt_contiguous_1d2d(const at::Tensor& a, const at::Tensor
                      reinterpret_cast<uintptr_t>(d.data_ptr()) % 16 == 0,
                  "d must be a row-major [", m, ", ", n, "] bf16 tensor with 16-byte aligned rows, got shape ", d.sizes(),
                  " strides ", d.strides());
+  check_output_elements_disjoint(d, "d");
   check_cuda_tensor(m_indices, "m_indices", at::kInt);
   HK_CHECK_VALUE(m_indices.dim() == 1 && m_indices.size(0) == m && m_indices.is_contiguous(),
                  "m_indices must be contiguous [", m, "] (one expert id per row of a), got ", m_indices.sizes());
   for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&sfa, &d, &m_indices}) check_same_device(*t, a, "all tensors", "a");
-  HK_CHECK_VALUE(num_sms >= 1 && num_sms <= 1024, "num_sms must be in [1, 1024], got ", num_sms);
+  check_num_sms(num_sms);
   check_sm90(a);
   c10::cuda::CUDAGuard guard(a.device());
 
@@ -182,7 +176,7 @@ void m_grouped_fp8_gemm_nt_contiguous_1d2d(const at::Tensor& a, const at::Tensor
   HK_CHECK_VALUE(config.cluster_m == 1, "the grouped GEMMs run without clusters (HOPPERKIT_FP8_GEMM_CONFIG)");
   gemm::Fp8Gemm1d2dParams p;
   p.layout = gemm::GemmLayout::kMGroupedContiguous;
-  p.tma_a = make_tma_2d(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, m, a.stride(0), 128, config.block_m,
+  p.tma_a = make_tma_2d(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, m, fp8_row_stride(a), 128, config.block_m,
                         CU_TENSOR_MAP_SWIZZLE_128B);
   p.tma_b = grouped_b_map(b, config.block_n);
   p.tma_sfa = make_tma_2d(sfa.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, m, k_blocks,
@@ -225,12 +219,13 @@ void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sf
                      d.stride(1) % 8 == 0 && d.stride(0) % 8 == 0 && reinterpret_cast<uintptr_t>(d.data_ptr()) % 16 == 0,
                  "d must be a row-major [", g, ", ", m_max, ", ", n, "] bf16 tensor with 16-byte aligned rows, got shape ",
                  d.sizes(), " strides ", d.strides());
+  check_output_elements_disjoint(d, "d");
   check_cuda_tensor(masked_m, "masked_m", at::kInt);
   HK_CHECK_VALUE(masked_m.dim() == 1 && masked_m.size(0) == g && masked_m.is_contiguous(), "masked_m must be contiguous [",
                  g, "], got ", masked_m.sizes());
   HK_CHECK_VALUE(expected_m >= 1, "expected_m must be positive, got ", expected_m);
   for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&sfa, &d, &masked_m}) check_same_device(*t, a, "all tensors", "a");
-  HK_CHECK_VALUE(num_sms >= 1 && num_sms <= 1024, "num_sms must be in [1, 1024], got ", num_sms);
+  check_num_sms(num_sms);
   check_sm90(a);
   c10::cuda::CUDAGuard guard(a.device());
 

@@ -19,20 +19,6 @@ namespace {
 constexpr int64_t kBlockK = 128;
 
 int64_t align4(int64_t x) { return (x + 3) / 4 * 4; }
-int64_t align16(int64_t x) { return (x + 15) / 16 * 16; }
-
-// FP8 [rows, K], K-major with 16-byte aligned rows (strides of size-1 dimensions are free, as in the
-// Python checks).
-void check_fp8_k_major(const at::Tensor& t, const char* name) {
-  check_cuda_tensor(t, name, at::kFloat8_e4m3fn);
-  HK_CHECK_VALUE(t.dim() == 2 && (t.size(1) <= 1 || t.stride(1) == 1) && (t.size(0) <= 1 || t.stride(0) % 16 == 0) &&
-                     (t.numel() == 0 || reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0),
-                 name, " must be a K-major [rows, K] FP8 tensor with 16-byte aligned rows, got shape ", t.sizes(),
-                 " strides ", t.strides());
-}
-
-// Row stride of a K-major map; a single row may have any stride, TMA only needs a multiple of 16 bytes.
-int64_t fp8_row_stride(const at::Tensor& t) { return t.size(0) <= 1 ? align16(t.size(1)) : t.stride(0); }
 
 // Scales [rows, kb] MN-major and TMA-aligned: element (r, k) at k·align(rows, 4) + r.
 void check_mn_major_scales(const at::Tensor& sf, const char* name, int64_t rows, int64_t kb, const at::Tensor& a) {
@@ -57,15 +43,6 @@ void check_f32_output(const at::Tensor& t, const char* name, at::IntArrayRef sha
   check_same_device(t, a, name, "a");
 }
 
-// C = D (the same storage: accumulate in place) or a separate tensor, which is copied into D first
-// (the kernel only ever adds to D). A C that shares D's pointer with other strides is refused.
-bool c_is_d(const at::Tensor& c, const at::Tensor& d) {
-  if (c.data_ptr() != d.data_ptr()) return false;
-  HK_CHECK_VALUE(c.strides() == d.strides(), "c must be d itself or a tensor separate from d, got c with strides ",
-                 c.strides(), " at d's address (d strides ", d.strides(), ")");
-  return true;
-}
-
 // D [G, M, N] f32 as a 3-D map (G = 1 for the dense GEMM), box [1, 64, 32] with the 128B swizzle: the
 // staging layout of the epilogue (one 64-row × 32-column chunk per TMA store).
 CUtensorMap d_map(const at::Tensor& d, int64_t g, int64_t m, int64_t n, int64_t row_stride, int64_t group_stride) {
@@ -86,10 +63,6 @@ CUtensorMap scales_map(const at::Tensor& sf, int64_t rows, int64_t kb, int box_r
                      CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
-void check_num_sms(int64_t num_sms) {
-  HK_CHECK_VALUE(num_sms >= 1 && num_sms <= 1024, "num_sms must be in [1, 1024], got ", num_sms);
-}
-
 }  // namespace
 
 void fp8_gemm_nt_1d1d(const at::Tensor& a, const at::Tensor& sfa, const at::Tensor& b, const at::Tensor& sfb,
@@ -105,6 +78,7 @@ void fp8_gemm_nt_1d1d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
   check_mn_major_scales(sfa, "sfa", m, kb, a);
   check_mn_major_scales(sfb, "sfb", n, kb, a);
   check_f32_output(d, "d", {m, n}, a);
+  check_output_elements_disjoint(d, "d");
   if (c.has_value()) check_f32_output(*c, "c", {m, n}, a);
   check_num_sms(num_sms);
   if (m == 0 || n == 0) return;
@@ -165,6 +139,7 @@ void k_grouped_fp8_gemm_nt_contiguous_1d1d(const at::Tensor& a, const at::Tensor
   check_mn_major_scales(sfa, "sfa", m, kb_total, a);
   check_mn_major_scales(sfb, "sfb", n, kb_total, a);
   check_f32_output(d, "d", {g, m, n}, a);
+  check_output_elements_disjoint(d, "d");
   if (c.has_value()) check_f32_output(*c, "c", {g, m, n}, a);
   check_num_sms(num_sms);
   if (g == 0 || m == 0 || n == 0) return;

@@ -67,9 +67,9 @@ void check_output(const at::Tensor& t, const char* name, std::initializer_list<i
                  t.sizes(), " strides ", t.strides());
 }
 
-int64_t row_stride(const at::Tensor& t) { return t.size(-2) > 1 ? t.stride(-2) : t.size(-1); }
-
-// Tuning knob for benchmarks: HOPPERKIT_BF16_GEMM_CONFIG=BLOCK_M,BLOCK_N forces a compiled tile.
+// Tuning knob for benchmarks: HOPPERKIT_BF16_GEMM_CONFIG=BLOCK_M,BLOCK_N forces a compiled tile (read per
+// call). Dispatch refuses a tile that is not compiled; every compiled BLOCK_M (64, 128) divides the
+// 128-row segments of the contiguous layout, so no layout needs a check of its own.
 void apply_bf16_config_override(gemm::Bf16GemmConfig& config) {
   if (const char* forced = std::getenv("HOPPERKIT_BF16_GEMM_CONFIG")) {
     HK_CHECK_VALUE(std::sscanf(forced, "%d,%d", &config.block_m, &config.block_n) == 2,
@@ -78,7 +78,7 @@ void apply_bf16_config_override(gemm::Bf16GemmConfig& config) {
 }
 
 void check_common(const at::Tensor& a, int64_t num_sms) {
-  HK_CHECK_VALUE(num_sms >= 1 && num_sms <= 1024, "num_sms must be in [1, 1024], got ", num_sms);
+  check_num_sms(num_sms);
   check_sm90(a);
 }
 
@@ -139,6 +139,7 @@ void bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, const st
   HK_CHECK_VALUE(m < INT32_MAX && n < INT32_MAX && k < INT32_MAX, "M, N, K must be below 2^31, got ", m, ", ", n, ", ",
                  k);
   check_output(d, "d", {m, n});
+  check_output_elements_disjoint(d, "d");
   if (c.has_value()) {
     check_output(*c, "c", {m, n});
     HK_CHECK_TYPE(c->scalar_type() == d.scalar_type(), "c must have d's dtype ", d.scalar_type(), ", got ",
@@ -150,10 +151,11 @@ void bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, const st
   check_common(a, num_sms);
   c10::cuda::CUDAGuard guard(a.device());
   if (m == 0 || n == 0) return;
+  const bool in_place = c.has_value() && c_is_d(*c, d);
   if (k == 0) {  // D = C + an empty sum
     if (!c.has_value()) {
       d.zero_();
-    } else if (!c->is_same(d)) {
+    } else if (!in_place) {
       d.copy_(*c);
     }
     return;
@@ -191,6 +193,7 @@ void m_grouped_bf16_gemm_nt_contiguous(const at::Tensor& a, const at::Tensor& b,
   HK_CHECK_VALUE(m < INT32_MAX && n < INT32_MAX && k < INT32_MAX && g < 65536,
                  "M, N, K must be below 2^31 and G below 65536, got ", m, ", ", n, ", ", k, ", ", g);
   check_output(d, "d", {m, n});
+  check_output_elements_disjoint(d, "d");
   HK_CHECK_TYPE(d.scalar_type() == at::kBFloat16, "d must be bfloat16, got ", d.scalar_type());
   check_cuda_tensor(m_indices, "m_indices", at::kInt);
   HK_CHECK_VALUE(m_indices.dim() == 1 && m_indices.size(0) == m && m_indices.is_contiguous(),
@@ -206,7 +209,6 @@ void m_grouped_bf16_gemm_nt_contiguous(const at::Tensor& a, const at::Tensor& b,
 
   gemm::Bf16GemmConfig config = gemm::choose_bf16_config(static_cast<int>(m), static_cast<int>(n), static_cast<int>(num_sms));
   apply_bf16_config_override(config);
-  HK_CHECK_VALUE(config.block_m <= 128, "contiguous segments are aligned to 128 rows: BLOCK_M must not exceed 128");
   gemm::Bf16GemmParams p;
   p.layout = gemm::GemmLayout::kMGroupedContiguous;
   p.tma_a = dense_operand_map(a, gemm::OperandMajor::kK, config.block_m);
@@ -230,6 +232,7 @@ void m_grouped_bf16_gemm_nt_masked(const at::Tensor& a, const at::Tensor& b, at:
   HK_CHECK_VALUE(m_max < INT32_MAX && n < INT32_MAX && k < INT32_MAX && g < 65536,
                  "M_max, N, K must be below 2^31 and G below 65536, got ", m_max, ", ", n, ", ", k, ", ", g);
   check_output(d, "d", {g, m_max, n});
+  check_output_elements_disjoint(d, "d");
   HK_CHECK_TYPE(d.scalar_type() == at::kBFloat16, "d must be bfloat16, got ", d.scalar_type());
   check_cuda_tensor(masked_m, "masked_m", at::kInt);
   HK_CHECK_VALUE(masked_m.dim() == 1 && masked_m.size(0) == g && masked_m.is_contiguous(),

@@ -36,9 +36,6 @@ const T* input_ptr(const at::Tensor& x) {
   return reinterpret_cast<const T*>(x.const_data_ptr());
 }
 
-// Row stride in elements; a single row's stride is never stepped over, and torch reports anything for it.
-int64_t row_stride(const at::Tensor& x) { return x.size(0) > 1 ? x.stride(0) : x.size(1); }
-
 template <typename T>
 void launch_per_token(const at::Tensor& x, at::Tensor& out, at::Tensor& sf_storage, int64_t sf_stride, bool use_ue8m0) {
   quant::PerTokenCastParams<T> p;

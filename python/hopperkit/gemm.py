@@ -9,6 +9,12 @@ the reference path also runs on the kernels): FP8 operands K-major (``stride(-1)
 strides that are multiples of 16 bytes (K % 16 == 0 for contiguous rows); D and C row-major with row
 strides that are multiples of 16 bytes (N % 8 for BF16, N % 4 for FP32).
 
+Outputs: D is written one element per thread, so its elements must be distinct addresses (no
+``expand()``-ed D, row stride >= N, group stride >= (rows - 1)·row stride + N). C may be D itself (same
+address and strides: accumulate in place) or a tensor sharing no memory with D; a C that partly
+overlaps D (including views of one buffer whose address ranges interleave) is refused. C itself may
+repeat rows (e.g. a bias ``expand()``-ed to [M, N]).
+
 BF16 operands may be K-major or MN-major (``bf16_gemm_nt`` and its aliases); the kernel reads them
 through TMA, which needs the stride it steps over to be a multiple of 16 bytes (8 elements: K % 8 for
 contiguous K-major rows, M % 8 or N % 8 for MN-major ones) and a 16-byte aligned base. BF16 operands
@@ -62,12 +68,44 @@ def _check_fp8_operand(name: str, t: object, shape: Sequence[Optional[int]]) -> 
     return t
 
 
-def _check_output(name: str, t: object, dtype: torch.dtype, shape: Sequence[int]) -> torch.Tensor:
+def _check_output(name: str, t: object, dtype: torch.dtype, shape: Sequence[int], written: bool = True) -> torch.Tensor:
+    """D (``written``) or C: row-major with 16-byte aligned rows. A written tensor must also not overlap
+    itself: each element is stored once, by one thread (the ops' check_output_elements_disjoint)."""
     check_tensor(name, t, dtype=dtype, shape=shape)
     align = 16 // t.element_size()
     if t.numel() and (t.stride(-1) != 1 or any(t.stride(i) % align for i in range(t.dim() - 1) if t.size(i) > 1)):
         fail(name, f"row-major with rows 16 bytes aligned (strides multiples of {align})", f"strides {t.stride()}")
+    if written and t.numel():
+        n = t.size(-1)
+        rows_apart = t.size(-2) <= 1 or t.stride(-2) >= n
+        groups_apart = t.dim() < 3 or t.size(0) <= 1 or t.stride(0) >= (t.size(1) - 1) * t.stride(1) + n
+        if not (rows_apart and groups_apart):
+            fail(name, "an output that does not overlap itself (it is written, one element per thread): row stride "
+                 ">= N and, for [G, rows, N], group stride >= (rows - 1) * row stride + N; an expand()-ed or "
+                 "as_strided view is not a valid output", f"shape {tuple(t.shape)} strides {t.stride()}")
     return t
+
+
+def _byte_range(t: torch.Tensor) -> tuple[int, int]:
+    begin = t.data_ptr()
+    if t.numel() == 0:
+        return begin, begin
+    return begin, begin + (sum((s - 1) * st for s, st in zip(t.shape, t.stride())) + 1) * t.element_size()
+
+
+def _check_c_and_d(c: Optional[torch.Tensor], d: torch.Tensor) -> None:
+    """C is D itself (same address and strides) or shares no memory with D (module docstring): the
+    kernels read C(r, c) and write D(r, c) in one thread, and the 1d1d ops copy a separate C into D
+    first, so a partly overlapping C would be read after it was overwritten. Mirrors the ops' c_is_d.
+    Call after the device check."""
+    if c is None or "meta" in (c.device.type, d.device.type):
+        return
+    if c.data_ptr() == d.data_ptr() and c.stride() == d.stride():
+        return
+    (c_begin, c_end), (d_begin, d_end) = _byte_range(c), _byte_range(d)
+    if c_begin < d_end and d_begin < c_end:
+        fail("c", "d itself (same address and strides) or a tensor sharing no memory with d",
+             f"c with strides {c.stride()} overlapping d (strides {d.stride()}, {c_begin - d_begin} bytes apart)")
 
 
 def _recipe(recipe: object, d: torch.Tensor) -> tuple[int, int, int]:
@@ -82,18 +120,32 @@ def _recipe(recipe: object, d: torch.Tensor) -> tuple[int, int, int]:
 def _kernel_fast_path(call) -> bool:
     """The host-cheap lane of a kernel-backed GEMM: the C++ op checks every structural property itself
     (reading no tensor data) before it launches, so the Python checks are skipped when the call goes
-    to a kernel. Any rejection (or an input the fast lane does not handle) returns False, and the
-    caller's full checks then raise the documented error naming the argument."""
+    to a kernel. An input the fast lane does not handle returns False; so does the op's own rejection
+    of an input (HK_CHECK_VALUE raises ValueError, HK_CHECK_TYPE TypeError), and the caller's full
+    checks then raise the documented error naming the argument. Anything else (a CUDA error, a
+    RuntimeError of torch or of the launcher) is a failure of the call and propagates: it must never
+    turn into a silent rerun on the reference path. The lanes check argument types themselves, so the
+    dispatcher never sees a non-tensor (it would raise RuntimeError)."""
     try:
         return bool(call())
-    except (RuntimeError, ValueError, TypeError, AttributeError, IndexError):
+    except (ValueError, TypeError):
         return False
 
 
+def _tensors(*xs: object) -> bool:
+    return all(isinstance(x, torch.Tensor) for x in xs)
+
+
+def _tensor_pair(x: object) -> bool:
+    return isinstance(x, (tuple, list)) and len(x) == 2 and _tensors(*x)
+
+
 def _fast_fp8_gemm_1d2d(a, b, d) -> bool:
+    if not (_tensor_pair(a) and _tensor_pair(b)):
+        return False
     A, SFA = a
     B, SFB = b
-    if d.dtype != torch.bfloat16 or A.dim() != 2 or A.shape[0] == 0 or A.shape[1] == 0 or B.shape[0] == 0:
+    if d.dtype != torch.bfloat16 or A.dim() != 2 or B.dim() != 2 or A.shape[0] == 0 or A.shape[1] == 0 or B.shape[0] == 0:
         return False
     device = d.device
     if not _ops.use_kernel("fp8_gemm_nt", device) or check_values(True, device):
@@ -138,8 +190,9 @@ def fp8_gemm_nt(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] =
         _check_output("d", d, torch.float32, (M, N))
         if c is None:
             fail("c", "a float32 [M, N] tensor for the 1d1d recipe (D = C + A·Bᵀ; pass c=d to accumulate in place)", "None")
-        _check_output("c", c, torch.float32, (M, N))
+        _check_output("c", c, torch.float32, (M, N), written=False)
     device = check_same_device([("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("d", d), ("c", c)])
+    _check_c_and_d(c, d)
     if M == 0 or N == 0:
         return
     if rec == RECIPE_1D2D and K > 0 and _ops.use_kernel("fp8_gemm_nt", device):
@@ -195,6 +248,8 @@ def _bf16_tma_ok(t: torch.Tensor) -> bool:
 
 
 def _fast_bf16_gemm(a, b, d, c) -> bool:
+    if not (c is None or isinstance(c, torch.Tensor)):
+        return False
     if a.dim() != 2 or b.dim() != 2 or a.shape[0] == 0 or a.shape[1] == 0 or b.shape[0] == 0:
         return False
     if not _ops.use_kernel("bf16_gemm_nt", d.device):
@@ -224,8 +279,9 @@ def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[
         if t.numel() and t.stride(-1) != 1 and t.stride(-2) != 1:
             fail(name, "K-major or MN-major (one of the last two strides is 1)", f"strides {t.stride()}")
     if c is not None:
-        _check_output("c", c, d.dtype, (M, N))
+        _check_output("c", c, d.dtype, (M, N), written=False)
     device = check_same_device([("a", a), ("b", b), ("d", d), ("c", c)])
+    _check_c_and_d(c, d)
     if M == 0 or N == 0:
         return
     if K > 0 and _ops.use_kernel("bf16_gemm_nt", device) and _bf16_tma_ok(a) and _bf16_tma_ok(b):
@@ -274,6 +330,8 @@ def _check_m_indices(m_indices: torch.Tensor, num_groups: int, device: torch.dev
 
 
 def _fast_m_grouped_contiguous(a, b, d, m_indices) -> bool:
+    if not (_tensor_pair(a) and _tensor_pair(b) and _tensors(m_indices)):
+        return False
     A, SFA = a
     B, SFB = b
     if A.dim() != 2 or A.shape[0] == 0 or A.shape[1] == 0 or d.dim() != 2 or d.shape[1] == 0:
@@ -287,6 +345,8 @@ def _fast_m_grouped_contiguous(a, b, d, m_indices) -> bool:
 
 
 def _fast_m_grouped_masked(a, b, d, masked_m, expected_m) -> bool:
+    if not (_tensor_pair(a) and _tensor_pair(b) and _tensors(masked_m)):
+        return False
     A, SFA = a
     B, SFB = b
     if A.dim() != 3 or A.shape[2] == 0 or d.numel() == 0 or isinstance(expected_m, bool) or not isinstance(expected_m, int):
@@ -393,9 +453,19 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
     ``ks``: per-group K on the host, each a multiple of 128 (0 allowed); ``ks_tensor``: the same
     values as int32 [G] on the device. A: flat FP8 buffer of M·Σks elements, per group a K-major
     [M, ks[g]] block; B likewise [N, ks[g]] blocks; SFA float32 [M, Σks/128], SFB float32
-    [N, Σks/128]; D float32 [G, M, N]; C float32 [G, M, N] required (it may be D itself). An empty
-    group (ks[g] == 0) gives D[g] = C[g]. On the kernel path the group offsets come from ``ks`` and the
-    call cannot be captured in a CUDA graph (each call builds its per-group tensor maps on the host).
+    [N, Σks/128]; D float32 [G, M, N]; C float32 [G, M, N] required (it may be D itself, or any
+    tensor sharing no memory with D). An empty group (ks[g] == 0) gives D[g] = C[g].
+
+    Differences from DeepGEMM, whose SM90 kernel reads the group sizes from ``ks_tensor`` on the device:
+    - ``ks_tensor``'s device values are ignored. Every path takes the group sizes from ``ks`` (host);
+      ``ks_tensor`` is only compared with ``ks`` when value checks are on (the reference path by
+      default, or ``set_check_values(True)``; that reads it back and synchronizes), so on the kernel
+      path a ``ks_tensor`` that disagrees with ``ks`` goes unnoticed.
+    - The kernel path refuses CUDA-graph capture: it raises ValueError when called while the current
+      stream is capturing, because each call builds its per-group tensor maps on the host from ``ks``
+      and the addresses of A and B, and a replay would reuse them whatever ``ks`` became. Call it
+      eagerly, outside captured regions. (Only a call with nothing to multiply, Σks = 0 or an empty
+      D, gets through a capture: it copies C or returns.)
     """
     if tuple(recipe) != RECIPE_1D1D:
         fail("recipe", f"{RECIPE_1D1D} (the k-grouped GEMM uses 1x128 scales on both operands)", repr(recipe))
@@ -412,7 +482,7 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
     _check_output("d", d, torch.float32, (G, M, N))
     if c is None:
         fail("c", "a float32 [G, M, N] tensor (pass c=d to accumulate in place)", "None")
-    _check_output("c", c, torch.float32, (G, M, N))
+    _check_output("c", c, torch.float32, (G, M, N), written=False)
     sum_k = sum(ks)
     check_tensor("a[0]", A, dtype=FP8, contiguous=True)
     check_tensor("b[0]", B, dtype=FP8, contiguous=True)
@@ -425,6 +495,7 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
     device = check_same_device([("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("d", d), ("c", c),
                                 ("ks_tensor", ks_tensor)])
     check_tensor("ks_tensor", ks_tensor, dtype=torch.int32, shape=(G,))
+    _check_c_and_d(c, d)
     kernel = _ops.use_kernel("k_grouped_fp8_gemm_nt_contiguous", device)
     if check_values(kernel, device):
         if ks_tensor.cpu().tolist() != list(ks):
@@ -432,7 +503,8 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
     if G == 0 or M == 0 or N == 0:
         return
     if kernel:
-        # The kernel takes the group offsets from ``ks`` (host); ks_tensor is only checked against it.
+        # The kernel takes the group offsets from ``ks`` (host); ks_tensor is only checked against it
+        # (with value checks on). The op raises ValueError inside a CUDA-graph capture.
         torch.ops.hopperkit.k_grouped_fp8_gemm_nt_contiguous_1d1d(
             A, get_mn_major_tma_aligned_tensor(SFA), B, get_mn_major_tma_aligned_tensor(SFB), d, list(ks), c,
             get_num_sms(device), get_pdl())
@@ -441,6 +513,8 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
 
 
 def _fast_m_grouped_bf16_contiguous(a, b, d, m_indices) -> bool:
+    if not _tensors(b, m_indices):
+        return False
     if a.dim() != 2 or a.shape[0] == 0 or a.shape[1] == 0 or d.dim() != 2 or d.shape[1] == 0:
         return False
     device = d.device
@@ -451,6 +525,8 @@ def _fast_m_grouped_bf16_contiguous(a, b, d, m_indices) -> bool:
 
 
 def _fast_m_grouped_bf16_masked(a, b, d, masked_m, expected_m) -> bool:
+    if not _tensors(b, masked_m):
+        return False
     if a.dim() != 3 or a.shape[2] == 0 or d.numel() == 0 or isinstance(expected_m, bool) or not isinstance(expected_m, int):
         return False
     device = d.device

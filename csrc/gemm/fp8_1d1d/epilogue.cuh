@@ -12,7 +12,7 @@ namespace hopperkit::gemm {
 
 template <class T>
 __device__ __forceinline__ void store_1d1d_tile(const Fp8Gemm1d1dParams& p, typename T::SharedStorage& smem,
-                                                int warpgroup, WgmmaFragment frag, const Fp8Gemm1d1dTile& t,
+                                                int warpgroup, AccumulatorRows rows, const Fp8Gemm1d1dTile& t,
                                                 const float (&total)[T::kBlockN / 2]) {
   const bool issuer = threadIdx.x % 128 == 0;
   // The warpgroup's previous store must have finished reading its rows of the staging tile before
@@ -23,11 +23,11 @@ __device__ __forceinline__ void store_1d1d_tile(const Fp8Gemm1d1dParams& p, type
   // Row r of a chunk is 128 bytes = 8 units of 16 bytes; unit u lives at u ^ (r % 8) (the 128B
   // swizzle TMA undoes on the way out). Rows row0 and row0 + 8 share r % 8 = lane / 4, so the 8 rows
   // a warp writes per instruction hit 8 different units: 2 wavefronts for 256 bytes, the minimum.
-  const int swizzle = frag.row0 % 8;
-  const int row_a = warpgroup * 64 + frag.row0;
+  const int swizzle = rows.row0 % 8;
+  const int row_a = warpgroup * 64 + rows.row0;
 #pragma unroll
   for (int j = 0; j < T::kBlockN / 8; ++j) {
-    const int col = (j % 4) * 8 + frag.col0;  // within the 32-column chunk j / 4
+    const int col = (j % 4) * 8 + rows.col0;  // within the 32-column chunk j / 4
     const int offset = ((col / 4) ^ swizzle) * 4 + col % 4;
     float* chunk = smem.d[j / 4];
     *reinterpret_cast<float2*>(chunk + row_a * 32 + offset) = make_float2(total[4 * j + 0], total[4 * j + 1]);

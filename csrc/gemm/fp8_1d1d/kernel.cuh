@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d1d_kernel(const __g
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<T::kMathRegisters>();
-    const WgmmaFragment frag(threadIdx.x % 128);
+    const AccumulatorRows rows(threadIdx.x % 128);
     float total[T::kBlockN / 2];
     while (scheduler.next(unit)) {
       int m_block, n_block;
@@ -86,9 +86,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d1d_kernel(const __g
       const int num_kb = __shfl_sync(0xffffffffu, resolve_1d1d_tile<T>(p, m_block, n_block).num_kb, 0);
       // An empty group (K_g = 0) leaves D = C as it is; without C it stores zeros.
       if (num_kb == 0 && p.accumulate) continue;
-      mma_1d1d_tile<T>(smem, st, warpgroup, frag, num_kb, total);
+      mma_1d1d_tile<T>(smem, st, warpgroup, rows, num_kb, total);
       // Decoded again rather than kept live across the mainloop: registers are at their limit.
-      store_1d1d_tile<T>(p, smem, warpgroup, frag, resolve_1d1d_tile<T>(p, m_block, n_block), total);
+      store_1d1d_tile<T>(p, smem, warpgroup, rows, resolve_1d1d_tile<T>(p, m_block, n_block), total);
     }
     // Shared memory must stay valid until the last store has read it.
     if (threadIdx.x % 128 == 0) tma_store_wait_all();

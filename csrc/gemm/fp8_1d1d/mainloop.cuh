@@ -57,22 +57,12 @@ __device__ __forceinline__ void produce_1d1d_tile(const Fp8Gemm1d1dParams& p, ty
   }
 }
 
-// The accumulator fragment of a 64×N wgmma: thread t of the warpgroup holds rows
-// row0 = 16·warp + lane/4 and row0 + 8, columns 8j + 2·(lane%4) + {0, 1} for j < N/8, as
-// acc[4j + {0, 1}] (row0) and acc[4j + {2, 3}] (row0 + 8).
-struct WgmmaFragment {
-  int row0;  // within the warpgroup's 64 rows
-  int col0;  // 2·(lane % 4): first column of the thread's pair in each 8-column group
-  __device__ __forceinline__ explicit WgmmaFragment(int thread_in_wg)
-      : row0((thread_in_wg / 32) * 16 + (thread_in_wg % 32) / 4), col0(2 * (thread_in_wg % 4)) {}
-};
-
 // Two-level accumulation over the tile's K blocks: each block's 4 wgmmas (K = 32 each) start from
 // zero, and the FP32 result is scaled by sfa[row]·sfb[col] and added to `total` on the CUDA cores.
 // This keeps FP8 tensor-core accumulation (fewer than 24 mantissa bits) to 128-element partial sums.
 template <class T>
 __device__ __forceinline__ void mma_1d1d_tile(typename T::SharedStorage& smem, PipelineState<T::kStages>& st,
-                                              int warpgroup, WgmmaFragment frag, int num_kb,
+                                              int warpgroup, AccumulatorRows rows, int num_kb,
                                               float (&total)[T::kBlockN / 2]) {
   float acc[T::kBlockN / 2];
 #pragma unroll
@@ -85,11 +75,11 @@ __device__ __forceinline__ void mma_1d1d_tile(typename T::SharedStorage& smem, P
     // released. B scales: the thread's column pair of every 8-column group (4 distinct float2 per
     // warp per group: broadcasts, no bank conflicts).
     const float* sfa = smem.sfa[st.stage] + warpgroup * 64;
-    const float scale_a0 = sfa[frag.row0], scale_a1 = sfa[frag.row0 + 8];
+    const float scale_a0 = sfa[rows.row0], scale_a1 = sfa[rows.row0 + 8];
     float2 scale_b[T::kBlockN / 8];
 #pragma unroll
     for (int j = 0; j < T::kBlockN / 8; ++j) {
-      scale_b[j] = *reinterpret_cast<const float2*>(smem.sfb[st.stage] + 8 * j + frag.col0);
+      scale_b[j] = *reinterpret_cast<const float2*>(smem.sfb[st.stage] + 8 * j + rows.col0);
     }
     const uint64_t desc_a = smem_desc_k_major_sw128(smem.a[st.stage] + warpgroup * 64 * T::kBlockK);
     const uint64_t desc_b = smem_desc_k_major_sw128(smem.b[st.stage]);
