@@ -26,6 +26,10 @@ void apply_config_override(gemm::Fp8Gemm1d2dConfig& config) {
   }
 }
 
+// Rows of the A and SFA boxes (Fp8Gemm1d2dParams::a_box_rows): a tile never loads more rows than the
+// problem has, rounded up to 8.
+int a_box_rows(int64_t rows, int block_m) { return static_cast<int>(std::min<int64_t>(block_m, (rows + 7) / 8 * 8)); }
+
 // D is written by TMA stores of one math warpgroup's rows (gemm/tile_store.h); boxes clip at D's edges.
 CUtensorMap d_map_2d(const at::Tensor& d) {
   return make_tma_2d(d.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, d.size(1), d.size(0), d.stride(0),
@@ -88,12 +92,13 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
     p.split_counters = reinterpret_cast<int*>(p.split_workspace + partials);
     HK_CUDA_CHECK(cudaMemsetAsync(p.split_counters, 0, tiles * sizeof(int), c10::cuda::getCurrentCUDAStream()));
   }
-  p.tma_a = make_tma_2d(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, m, fp8_row_stride(a), 128, config.block_m,
+  p.a_box_rows = a_box_rows(m, config.block_m);
+  p.tma_a = make_tma_2d(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, m, fp8_row_stride(a), 128, p.a_box_rows,
                         CU_TENSOR_MAP_SWIZZLE_128B);
   p.tma_b = make_tma_2d(b.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, n, fp8_row_stride(b), 128, config.block_n,
                         CU_TENSOR_MAP_SWIZZLE_128B);
   p.tma_sfa = make_tma_2d(sfa.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, m, k_blocks,
-                          k_blocks == 1 ? sfa_ld : sfa.stride(1), config.block_m, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
+                          k_blocks == 1 ? sfa_ld : sfa.stride(1), p.a_box_rows, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
   p.sfb = sfb.data_ptr<float>();
   p.sfb_stride_n = sfb.stride(0);
   p.sfb_stride_k = sfb.stride(1);
@@ -176,11 +181,12 @@ void m_grouped_fp8_gemm_nt_contiguous_1d2d(const at::Tensor& a, const at::Tensor
   HK_CHECK_VALUE(config.cluster_m == 1, "the grouped GEMMs run without clusters (HOPPERKIT_FP8_GEMM_CONFIG)");
   gemm::Fp8Gemm1d2dParams p;
   p.layout = gemm::GemmLayout::kMGroupedContiguous;
-  p.tma_a = make_tma_2d(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, m, fp8_row_stride(a), 128, config.block_m,
+  p.a_box_rows = a_box_rows(m, config.block_m);
+  p.tma_a = make_tma_2d(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, m, fp8_row_stride(a), 128, p.a_box_rows,
                         CU_TENSOR_MAP_SWIZZLE_128B);
   p.tma_b = grouped_b_map(b, config.block_n);
   p.tma_sfa = make_tma_2d(sfa.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, m, k_blocks,
-                          k_blocks == 1 ? sfa_ld : sfa.stride(1), config.block_m, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
+                          k_blocks == 1 ? sfa_ld : sfa.stride(1), p.a_box_rows, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
   set_grouped_sfb(p, sfb);
   p.tma_d = d_map_2d(d);
   p.m = static_cast<int>(m);
@@ -239,13 +245,14 @@ void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sf
   {
     const uint64_t dims[3] = {static_cast<uint64_t>(k), static_cast<uint64_t>(m_max), static_cast<uint64_t>(g)};
     const uint64_t strides[2] = {static_cast<uint64_t>(a.stride(1)), static_cast<uint64_t>(a.stride(0))};
-    const uint32_t box[3] = {128, static_cast<uint32_t>(config.block_m), 1};
+    p.a_box_rows = a_box_rows(m_max, config.block_m);
+    const uint32_t box[3] = {128, static_cast<uint32_t>(p.a_box_rows), 1};
     p.tma_a = make_tma_nd<3>(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
   }
   p.tma_b = grouped_b_map(b, config.block_n);
   // SFA as a 2-D [G·⌈K/128⌉, M_max] view of its MN-major storage (row stride align(M_max, 4)).
   p.tma_sfa = make_tma_2d(sfa.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, m_max, g * k_blocks, sfa_ld,
-                          config.block_m, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
+                          p.a_box_rows, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
   p.sfa_rows_per_group = static_cast<int>(k_blocks);
   set_grouped_sfb(p, sfb);
   {

@@ -20,6 +20,8 @@ void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params_in, int num_sms, bool 
   HK_CHECK(params.k_splits == 1 || (kClusterM == 1 && params.layout == GemmLayout::kNormal &&
                                     params.split_workspace != nullptr && params.split_counters != nullptr),
            "split-K needs the normal layout, no cluster and a workspace");
+  HK_CHECK(params.a_box_rows >= 8 && params.a_box_rows <= kBlockM && params.a_box_rows % 8 == 0,
+           "A box rows must be a multiple of 8 in [8, BLOCK_M], got ", params.a_box_rows);
   if (tiles == 0) return;
   int grid = tiles < num_sms ? tiles : num_sms;
   grid -= grid % kClusterM;

@@ -17,7 +17,8 @@ template <class T>
 __device__ __forceinline__ void produce_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
                                              PipelineState<T::kStages>& st, const MBlockRows& rows, int n_block,
                                              int kb_begin, int kb_end) {
-  constexpr uint32_t kTxBytes = T::kBytesA + T::kBytesB + T::kBytesSFA;
+  // A and its scales arrive as a_box_rows rows (see Fp8Gemm1d2dParams), B as a full tile.
+  const uint32_t tx_bytes = p.a_box_rows * (T::kBlockK + 4) + T::kBytesB;
   // Grouped layouts read B (and, masked, A) through 3-D maps: a tile reaching past N or M_max
   // reads TMA's zeros, never the next group.
   const bool grouped_b = p.layout != GemmLayout::kNormal;
@@ -26,7 +27,7 @@ __device__ __forceinline__ void produce_tile(const Fp8Gemm1d2dParams& p, typenam
   // Masked: SFA is viewed as [G·⌈K/128⌉, M_max], the group's K blocks are consecutive rows.
   const int sfa_row = rows.a_group * p.sfa_rows_per_group;
   for (int kb = kb_begin; kb < kb_end; ++kb) {
-    smem.barriers.producer_acquire(st, kTxBytes);
+    smem.barriers.producer_acquire(st, tx_bytes);
     uint64_t* full = smem.barriers.full_barrier(st);
     const int k0 = kb * T::kBlockK;
     if (grouped_a) {
