@@ -206,8 +206,10 @@ def flash_mla_with_kvcache(
         try:
             fast = _fast_dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata,
                                       num_splits, softmax_scale, causal)
-        except (RuntimeError, ValueError, TypeError, AttributeError, IndexError):
-            fast = None  # the checks below raise the documented error
+        except (ValueError, TypeError):
+            # The op's own rejection of an input: the checks below raise the documented error. Any
+            # other failure (a CUDA or launcher error) propagates rather than rerunning the call.
+            fast = None
         if fast is not None:
             return fast
     check_tensor("q", q, dtype=(torch.bfloat16, torch.float16), ndim=4, last_dim_contiguous=True)
@@ -287,6 +289,12 @@ def _fast_dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, tile_
     """The host-cheap lane of a dense decode that goes to the kernel: the C++ op checks shapes,
     dtypes, devices and strides itself before launching, so only what it cannot know is checked
     here (the metadata's head layout, the lazy object's configuration). None: take the full path."""
+    # Argument types first: the dispatcher raises RuntimeError for a non-tensor, which the caller
+    # does not take for an input rejection.
+    if not all(isinstance(t, torch.Tensor) for t in (q, k_cache, block_table, cache_seqlens)):
+        return None
+    if q.dim() != 4 or k_cache.dim() != 4:
+        return None
     device = q.device
     if head_dim_v != D_V or isinstance(head_dim_v, bool) or type(causal) is not bool:
         return None
@@ -309,6 +317,8 @@ def _fast_dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, tile_
         tsm, ns = meta.tile_scheduler_metadata, meta.num_splits
     else:
         tsm, ns = tile_scheduler_metadata, num_splits
+    if not isinstance(tsm, torch.Tensor) or not isinstance(ns, torch.Tensor) or tsm.dim() != 2:
+        return None
     if tsm.shape[0] != _sched_ref.num_sm_parts_dense(get_num_sms(device), s_q, h_q, h_k):
         return None  # metadata for another head layout or GPU: the full path says so
     return torch.ops.hopperkit.mla_dense_decode(q, k_cache, block_table, cache_seqlens, tsm, ns,
