@@ -30,6 +30,38 @@ void apply_config_override(gemm::Fp8Gemm1d2dConfig& config) {
 // problem has, rounded up to 8.
 int a_box_rows(int64_t rows, int block_m) { return static_cast<int>(std::min<int64_t>(block_m, (rows + 7) / 8 * 8)); }
 
+// SFA [M, ⌈K/128⌉] of the 2-D layouts: MN-major and TMA-aligned, as get_mn_major_tma_aligned_tensor
+// returns it (column stride align(M, 4)), so no per-call transpose is ever made.
+void check_sfa_2d(const at::Tensor& sfa, int64_t m, int64_t k_blocks) {
+  check_cuda_tensor(sfa, "sfa", at::kFloat);
+  const int64_t sfa_ld = (m + 3) / 4 * 4;
+  HK_CHECK_VALUE(sfa.dim() == 2 && sfa.size(0) == m && sfa.size(1) == k_blocks && (m == 1 || sfa.stride(0) == 1) &&
+                     (k_blocks == 1 || sfa.stride(1) == sfa_ld) && reinterpret_cast<uintptr_t>(sfa.data_ptr()) % 16 == 0,
+                 "sfa must be [", m, ", ", k_blocks, "] MN-major and TMA-aligned (strides (1, ", sfa_ld,
+                 "), see get_mn_major_tma_aligned_tensor), got shape ", sfa.sizes(), " strides ", sfa.strides());
+}
+
+// A row-major BF16 D [M, N] that TMA can store to and whose elements are distinct.
+void check_d_2d(const at::Tensor& d, int64_t m, int64_t n) {
+  check_cuda_tensor(d, "d", at::kBFloat16);
+  HK_CHECK_VALUE(d.dim() == 2 && d.size(0) == m && d.size(1) == n && d.stride(1) == 1 && d.stride(0) % 8 == 0 &&
+                     reinterpret_cast<uintptr_t>(d.data_ptr()) % 16 == 0,
+                 "d must be a row-major [", m, ", ", n, "] bf16 tensor with 16-byte aligned rows, got shape ", d.sizes(),
+                 " strides ", d.strides());
+  check_output_elements_disjoint(d, "d");
+}
+
+// The A and SFA maps of the 2-D layouts (normal, m-grouped contiguous), with boxes of a_box_rows rows.
+void set_a_2d(gemm::Fp8Gemm1d2dParams& p, const at::Tensor& a, const at::Tensor& sfa, int block_m) {
+  const int64_t m = a.size(0), k = a.size(1), k_blocks = (k + 127) / 128;
+  p.a_box_rows = a_box_rows(m, block_m);
+  p.tma_a = make_tma_2d(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, m, fp8_row_stride(a), 128, p.a_box_rows,
+                        CU_TENSOR_MAP_SWIZZLE_128B);
+  const int64_t sfa_ld = k_blocks == 1 ? (m + 3) / 4 * 4 : sfa.stride(1);
+  p.tma_sfa = make_tma_2d(sfa.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, m, k_blocks, sfa_ld, p.a_box_rows, 1,
+                          CU_TENSOR_MAP_SWIZZLE_NONE);
+}
+
 // D is written by TMA stores of one math warpgroup's rows (gemm/tile_store.h); boxes clip at D's edges.
 CUtensorMap d_map_2d(const at::Tensor& d) {
   return make_tma_2d(d.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, d.size(1), d.size(0), d.stride(0),
@@ -48,21 +80,11 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
   HK_CHECK_VALUE(m >= 1 && n >= 1 && k >= 1 && m < INT32_MAX && n < INT32_MAX && k < INT32_MAX,
                  "M, N, K must be in [1, 2^31), got ", m, ", ", n, ", ", k);
   HK_CHECK_VALUE(n % 8 == 0, "N must be a multiple of 8, got ", n);
-  check_cuda_tensor(sfa, "sfa", at::kFloat);
-  const int64_t sfa_ld = (m + 3) / 4 * 4;
-  HK_CHECK_VALUE(sfa.dim() == 2 && sfa.size(0) == m && sfa.size(1) == k_blocks && (m == 1 || sfa.stride(0) == 1) &&
-                     (k_blocks == 1 || sfa.stride(1) == sfa_ld) && reinterpret_cast<uintptr_t>(sfa.data_ptr()) % 16 == 0,
-                 "sfa must be [", m, ", ", k_blocks, "] MN-major and TMA-aligned (strides (1, ", sfa_ld,
-                 "), see get_mn_major_tma_aligned_tensor), got shape ", sfa.sizes(), " strides ", sfa.strides());
+  check_sfa_2d(sfa, m, k_blocks);
   check_cuda_tensor(sfb, "sfb", at::kFloat);
   HK_CHECK_VALUE(sfb.dim() == 2 && sfb.size(0) == (n + 127) / 128 && sfb.size(1) == k_blocks, "sfb must be [",
                  (n + 127) / 128, ", ", k_blocks, "], got ", sfb.sizes());
-  check_cuda_tensor(d, "d", at::kBFloat16);
-  HK_CHECK_VALUE(d.dim() == 2 && d.size(0) == m && d.size(1) == n && d.stride(1) == 1 && d.stride(0) % 8 == 0 &&
-                     reinterpret_cast<uintptr_t>(d.data_ptr()) % 16 == 0,
-                 "d must be a row-major [", m, ", ", n, "] bf16 tensor with 16-byte aligned rows, got shape ", d.sizes(),
-                 " strides ", d.strides());
-  check_output_elements_disjoint(d, "d");
+  check_d_2d(d, m, n);
   for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&sfa, &b, &sfb, &d}) check_same_device(*t, a, "all tensors", "a");
   check_num_sms(num_sms);
   check_sm90(a);
@@ -92,13 +114,9 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
     p.split_counters = reinterpret_cast<int*>(p.split_workspace + partials);
     HK_CUDA_CHECK(cudaMemsetAsync(p.split_counters, 0, tiles * sizeof(int), c10::cuda::getCurrentCUDAStream()));
   }
-  p.a_box_rows = a_box_rows(m, config.block_m);
-  p.tma_a = make_tma_2d(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, m, fp8_row_stride(a), 128, p.a_box_rows,
-                        CU_TENSOR_MAP_SWIZZLE_128B);
+  set_a_2d(p, a, sfa, config.block_m);
   p.tma_b = make_tma_2d(b.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, n, fp8_row_stride(b), 128, config.block_n,
                         CU_TENSOR_MAP_SWIZZLE_128B);
-  p.tma_sfa = make_tma_2d(sfa.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, m, k_blocks,
-                          k_blocks == 1 ? sfa_ld : sfa.stride(1), p.a_box_rows, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
   p.sfb = sfb.data_ptr<float>();
   p.sfb_stride_n = sfb.stride(0);
   p.sfb_stride_k = sfb.stride(1);
@@ -155,18 +173,8 @@ void m_grouped_fp8_gemm_nt_contiguous_1d2d(const at::Tensor& a, const at::Tensor
   check_grouped_b(b, sfb, a, k);
   const int64_t g = b.size(0), n = b.size(1);
   HK_CHECK_VALUE(m >= 1 && m < INT32_MAX && k >= 1 && k < INT32_MAX, "M and K must be in [1, 2^31), got ", m, ", ", k);
-  check_cuda_tensor(sfa, "sfa", at::kFloat);
-  const int64_t sfa_ld = (m + 3) / 4 * 4;
-  HK_CHECK_VALUE(sfa.dim() == 2 && sfa.size(0) == m && sfa.size(1) == k_blocks && (m == 1 || sfa.stride(0) == 1) &&
-                     (k_blocks == 1 || sfa.stride(1) == sfa_ld) && reinterpret_cast<uintptr_t>(sfa.data_ptr()) % 16 == 0,
-                 "sfa must be [", m, ", ", k_blocks, "] MN-major and TMA-aligned (strides (1, ", sfa_ld,
-                 "), see get_mn_major_tma_aligned_tensor), got shape ", sfa.sizes(), " strides ", sfa.strides());
-  check_cuda_tensor(d, "d", at::kBFloat16);
-  HK_CHECK_VALUE(d.dim() == 2 && d.size(0) == m && d.size(1) == n && d.stride(1) == 1 && d.stride(0) % 8 == 0 &&
-                     reinterpret_cast<uintptr_t>(d.data_ptr()) % 16 == 0,
-                 "d must be a row-major [", m, ", ", n, "] bf16 tensor with 16-byte aligned rows, got shape ", d.sizes(),
-                 " strides ", d.strides());
-  check_output_elements_disjoint(d, "d");
+  check_sfa_2d(sfa, m, k_blocks);
+  check_d_2d(d, m, n);
   check_cuda_tensor(m_indices, "m_indices", at::kInt);
   HK_CHECK_VALUE(m_indices.dim() == 1 && m_indices.size(0) == m && m_indices.is_contiguous(),
                  "m_indices must be contiguous [", m, "] (one expert id per row of a), got ", m_indices.sizes());
@@ -181,12 +189,8 @@ void m_grouped_fp8_gemm_nt_contiguous_1d2d(const at::Tensor& a, const at::Tensor
   HK_CHECK_VALUE(config.cluster_m == 1, "the grouped GEMMs run without clusters (HOPPERKIT_FP8_GEMM_CONFIG)");
   gemm::Fp8Gemm1d2dParams p;
   p.layout = gemm::GemmLayout::kMGroupedContiguous;
-  p.a_box_rows = a_box_rows(m, config.block_m);
-  p.tma_a = make_tma_2d(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, m, fp8_row_stride(a), 128, p.a_box_rows,
-                        CU_TENSOR_MAP_SWIZZLE_128B);
+  set_a_2d(p, a, sfa, config.block_m);
   p.tma_b = grouped_b_map(b, config.block_n);
-  p.tma_sfa = make_tma_2d(sfa.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, m, k_blocks,
-                          k_blocks == 1 ? sfa_ld : sfa.stride(1), p.a_box_rows, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
   set_grouped_sfb(p, sfb);
   p.tma_d = d_map_2d(d);
   p.m = static_cast<int>(m);
