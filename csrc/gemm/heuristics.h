@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cmath>
 
 #include "gemm/bf16/params.h"
@@ -9,38 +10,49 @@
 
 namespace hopperkit::gemm {
 
-// Picks the compiled (BLOCK_M, BLOCK_N) with the lowest modelled time: waves of a persistent grid
-// × the time of one tile, where a tile's time is its MMA work over a relative efficiency. Small
-// tiles balance the last wave better but feed the tensor cores less per byte of shared memory.
-// PERF: the efficiencies are first estimates, to be replaced by measured ratios (bench_gemm.py).
-// `m` is the row count of one problem; `groups` independent problems of that size share the grid
-// (the masked MoE layout), and only the normal layout may use clusters.
-inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, int groups = 1, bool allow_cluster = true) {
-  struct Candidate {
-    int block_m, block_n;
-    double efficiency;
-  };
-  // PERF (H200, one run, TFLOPS): 4096x7168x16384: 128x192 1050, 128x128 1027, 64x128 706, 128x64 662,
-  // 64x64 509; 4096x4096x7168: 128x128 998, 128x192 883. Wgmma throughput grows with the rows and
-  // columns issued per K block; 128x192 pays only where it quantises into fewer waves. Ties go to
-  // the earlier entry. Decode-sized M (one M block) prefers 64-row tiles (more CTAs in flight).
-  static constexpr Candidate kCandidates[] = {
-      {128, 128, 1.0}, {128, 192, 1.0}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}};
-  Fp8Gemm1d2dConfig best{128, 128, 1};
+// A compiled tile shape and its relative efficiency (tensor-core work per unit time of one tile).
+struct TileCandidate {
+  int block_m, block_n;
+  double efficiency;
+};
+
+// The candidate with the lowest modelled time: waves of a persistent grid × the time of one tile
+// (its MMA work over its efficiency). Ties go to the earlier entry; 128-row tiles are skipped when a
+// problem has at most 64 rows (half of each tile would be padding).
+template <size_t kCount>
+inline TileCandidate pick_tile_by_waves(const TileCandidate (&candidates)[kCount], int m, int n, int num_sms,
+                                        int groups) {
+  TileCandidate best = candidates[0];
   double best_cost = INFINITY;
-  for (const Candidate& c : kCandidates) {
-    if (c.block_m == 128 && m <= 64) continue;  // half the rows would be padding
+  for (const TileCandidate& c : candidates) {
+    if (c.block_m == 128 && m <= 64) continue;
     const long tiles =
         static_cast<long>(groups) * ((m + c.block_m - 1) / c.block_m) * ((n + c.block_n - 1) / c.block_n);
     const long waves = (tiles + num_sms - 1) / num_sms;
     const double cost = static_cast<double>(waves) * c.block_m * c.block_n / c.efficiency;
     if (cost < best_cost) {
       best_cost = cost;
-      best = {c.block_m, c.block_n, 1};
+      best = c;
     }
   }
+  return best;
+}
+
+// FP8 1d2d: the compiled tile with the lowest modelled time (pick_tile_by_waves). Small tiles balance
+// the last wave better but feed the tensor cores less per byte of shared memory.
+// `m` is the row count of one problem; `groups` independent problems of that size share the grid
+// (the masked MoE layout), and only the normal layout may use clusters.
+inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, int groups = 1, bool allow_cluster = true) {
+  // PERF (H200, one run, TFLOPS): 4096x7168x16384: 128x192 1050, 128x128 1027, 64x128 706, 128x64 662,
+  // 64x64 509; 4096x4096x7168: 128x128 998, 128x192 883. Wgmma throughput grows with the rows and
+  // columns issued per K block; 128x192 pays only where it quantises into fewer waves. Ties go to
+  // the earlier entry. Decode-sized M (one M block) prefers 64-row tiles (more CTAs in flight).
+  static constexpr TileCandidate kCandidates[] = {
+      {128, 128, 1.0}, {128, 192, 1.0}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}};
+  const TileCandidate tile = pick_tile_by_waves(kCandidates, m, n, num_sms, groups);
+  Fp8Gemm1d2dConfig best{tile.block_m, tile.block_n, 1};
   // Multicast B across CTA pairs on adjacent M blocks whenever every pair has a partner: it halves
-  // B's share of L2 traffic, which bounds 128-row tiles at full tensor-core rate.
+  // B's share of L2 traffic. PERF (H200): measured equal to no multicast on the M = 4096 shapes.
   const int m_blocks = (m + best.block_m - 1) / best.block_m;
   if (allow_cluster && groups == 1 && best.block_m == 128 && m_blocks % 2 == 0) best.cluster_m = 2;
   return best;
@@ -67,25 +79,9 @@ inline int choose_k_splits(int m, int n, int k, const Fp8Gemm1d2dConfig& config,
 // and per barrier round trip; 64-row tiles (one math warpgroup) serve decode-sized M.
 // PERF: the efficiencies are first estimates, not yet measured (bench_gemm.py --only bf16).
 inline Bf16GemmConfig choose_bf16_config(int m, int n, int num_sms, int groups = 1) {
-  struct Candidate {
-    int block_m, block_n;
-    double efficiency;
-  };
-  static constexpr Candidate kCandidates[] = {{128, 256, 1.0}, {128, 128, 0.9}, {64, 256, 0.6}, {64, 128, 0.55}};
-  Bf16GemmConfig best{128, 256};
-  double best_cost = INFINITY;
-  for (const Candidate& c : kCandidates) {
-    if (c.block_m == 128 && m <= 64) continue;  // half the rows would be padding
-    const long tiles =
-        static_cast<long>(groups) * ((m + c.block_m - 1) / c.block_m) * ((n + c.block_n - 1) / c.block_n);
-    const long waves = (tiles + num_sms - 1) / num_sms;
-    const double cost = static_cast<double>(waves) * c.block_m * c.block_n / c.efficiency;
-    if (cost < best_cost) {
-      best_cost = cost;
-      best.block_m = c.block_m;
-      best.block_n = c.block_n;
-    }
-  }
+  static constexpr TileCandidate kCandidates[] = {{128, 256, 1.0}, {128, 128, 0.9}, {64, 256, 0.6}, {64, 128, 0.55}};
+  const TileCandidate tile = pick_tile_by_waves(kCandidates, m, n, num_sms, groups);
+  Bf16GemmConfig best{tile.block_m, tile.block_n};
   return best;
 }
 

@@ -90,7 +90,7 @@ void set_output(gemm::Bf16GemmParams& p, const at::Tensor& d) {
 
 // A BF16 D without C is written by TMA stores of [64 rows, 64 columns] boxes (gemm/tile_store.cuh):
 // 2-D [M, N], or 3-D [G, M_max, N] for the masked layout so that boxes clip at each group's end.
-// TMA clips a box at 16-byte granularity along a row, so an N that is not a multiple of 8 (D a view
+// TMA clips a box at 16-byte granularity along a row (a test saw column N written at N = 7), so an N that is not a multiple of 8 (D a view
 // of wider rows) keeps the register path, which stores exactly N columns.
 void set_tma_store(gemm::Bf16GemmParams& p, const at::Tensor& d) {
   if (p.output != gemm::Bf16GemmOutput::kBf16 || p.c != nullptr || d.size(-1) % 8 != 0) return;

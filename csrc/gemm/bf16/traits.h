@@ -6,6 +6,7 @@
 #include <cute/arch/mma_sm90_desc.hpp>
 
 #include "common/pipeline.cuh"
+#include "common/warp_specialization.cuh"
 #include "gemm/tile_store.cuh"
 #include "gemm/bf16/params.h"
 
@@ -42,15 +43,11 @@ struct Bf16GemmTraits {
   static constexpr int kMathThreads = 128 * kMathWarpgroups;
   static constexpr int kThreads = kMathThreads + 128;  // + one producer warpgroup, the last one
 
-  // Register budget (setmaxnreg). Every thread starts at the launch bound's share of the register
-  // file (65536 / threads, rounded down to a multiple of 8: 168 at 384 threads), and setmaxnreg.inc
-  // can only hand out what the producer's setmaxnreg.dec released within the CTA, or the math
-  // warpgroups wait forever. Each math thread holds BLOCK_N/2 FP32 accumulators (128 at BLOCK_N = 256).
-  static constexpr int kEntryRegisters = 65536 / kThreads / 8 * 8;
-  static constexpr int kProducerRegisters = 40;
-  static constexpr int kMathRegisters = kMathWarpgroups == 2 ? 232 : 240;
-  static_assert((kEntryRegisters - kProducerRegisters) * 128 >= (kMathRegisters - kEntryRegisters) * kMathThreads,
-                "setmaxnreg.inc of the math warpgroups exceeds what the producer releases");
+  // Register budget (setmaxnreg, rule in common/warp_specialization.cuh). Each math thread holds
+  // BLOCK_N/2 FP32 accumulators (128 at BLOCK_N = 256).
+  using Registers = RegisterSplit<kMathThreads, 40, kMathWarpgroups == 2 ? 232 : 240>;
+  static constexpr int kProducerRegisters = Registers::kProducer;
+  static constexpr int kMathRegisters = Registers::kMath;
 
   static constexpr int kBytesA = kBlockM * kBlockK * 2;
   static constexpr int kBytesB = kBlockN * kBlockK * 2;

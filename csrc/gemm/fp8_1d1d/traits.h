@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "common/pipeline.cuh"
+#include "common/warp_specialization.cuh"
 
 namespace hopperkit::gemm {
 
@@ -47,30 +48,13 @@ struct Fp8Gemm1d1dTraits {
   static_assert(static_cast<int>(Fp8Gemm1d1dBarrier::kDTileWritten) + kMathWarpgroups <= 16,
                 "the kDTileWritten ids of the math warpgroups pass barrier 15 (SM90 has 16 named barriers)");
 
-  // Register budget (setmaxnreg). Math threads hold the wgmma accumulator and the promoted FP32
-  // totals (BLOCK_N/2 each) plus the BLOCK_N/4 B scales of the K block: 160 live floats at
-  // BLOCK_N = 128.
-  // Every thread starts at the count ptxas compiled the kernel for, kEntryRegisters: under
-  // __launch_bounds__(kThreads, 1) with setmaxnreg that is the launch-bound cap, 65536 / kThreads
-  // rounded down to the allocation unit of 8 (168 at 384 threads; the 128×128 build reports "Used 168
-  // registers"). Per the PTX ISA, setmaxnreg.inc draws only on registers that setmaxnreg.dec released
-  // within the same CTA (the CTA's allocation never grows), so the producer warpgroup's release must
-  // cover the math warpgroups' growth: (E - P)·128 >= (M - E)·kMathThreads. At 384 threads, P = 40
-  // frees 16384 and M = 232 needs 16384: exactly enough. An earlier 48-register producer freed 15360
-  // < 16384, and the math warpgroups waited forever in setmaxnreg.inc (the hang that attempt saw).
-  // At 256 threads (one math warpgroup) the cap, 256, is above kMathRegisters: ptxas compiles for
-  // 240 (the 64×128 build reports "Used 240 registers") and the math .inc draws nothing.
-  static constexpr int kEntryRegisters = 65536 / kThreads / 8 * 8;
-  static constexpr int kProducerRegisters = 40;
-  static constexpr int kMathRegisters = kMathWarpgroups == 2 ? 232 : 240;
-  static_assert(kProducerRegisters % 8 == 0 && kMathRegisters % 8 == 0 && kProducerRegisters >= 24 &&
-                    kMathRegisters <= 256,
-                "setmaxnreg takes multiples of 8 in [24, 256]");
-  static_assert(kProducerRegisters <= kEntryRegisters, "the producer's setmaxnreg.dec must not grow it");
-  static_assert((kEntryRegisters - kProducerRegisters) * 128 >=
-                    (kMathRegisters - kEntryRegisters) * kMathThreads,
-                "setmaxnreg.inc of the math warpgroups needs more registers than the producer's .dec frees: "
-                "lower kMathRegisters or kProducerRegisters");
+  // Register budget (setmaxnreg, rule in common/warp_specialization.cuh). Math threads hold the wgmma
+  // accumulator and the promoted FP32 totals (BLOCK_N/2 each) plus the BLOCK_N/4 B scales of the K
+  // block: 160 live floats at BLOCK_N = 128. At 256 threads (one math warpgroup) the entry count,
+  // 256, is above kMathRegisters and the math .inc draws nothing.
+  using Registers = RegisterSplit<kMathThreads, 40, kMathWarpgroups == 2 ? 232 : 240>;
+  static constexpr int kProducerRegisters = Registers::kProducer;
+  static constexpr int kMathRegisters = Registers::kMath;
 
   static constexpr int kBytesA = kBlockM * kBlockK;  // fp8
   static constexpr int kBytesB = kBlockN * kBlockK;

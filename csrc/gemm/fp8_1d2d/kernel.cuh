@@ -15,6 +15,7 @@
 #include <cutlass/arch/reg_reconfig.h>
 
 #include "common/device.cuh"
+#include "common/warp_specialization.cuh"
 #include "common/sync.cuh"
 #include "gemm/fp8_1d2d/epilogue.cuh"
 #include "gemm/fp8_1d2d/mainloop.cuh"
@@ -26,14 +27,8 @@ namespace hopperkit::gemm {
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __grid_constant__ Fp8Gemm1d2dParams p) {
   extern __shared__ uint8_t smem_raw[];
-  // The 128B swizzle is a function of absolute shared-memory address bits: align the tiles to 1 KiB.
-  // Offset computed from the shared-window address and applied to the shared pointer, so the
-  // compiler keeps emitting shared (not generic) loads for the scales.
-  const uint32_t misalignment = cute::cast_smem_ptr_to_uint(smem_raw) & 1023u;
-  auto& smem = *reinterpret_cast<typename T::SharedStorage*>(smem_raw + ((1024u - misalignment) & 1023u));
-  // Broadcast from lane 0 so the compiler sees the role as warp-uniform (wgmma in a branch it
-  // considers divergent is serialized, ptxas C7520).
-  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
+  auto& smem = aligned_shared_storage<typename T::SharedStorage>(smem_raw);
+  const int warpgroup = warpgroup_index();
   const Fp8GemmRole role = warpgroup == T::kMathWarpgroups ? Fp8GemmRole::kProducer : Fp8GemmRole::kMath;
 
   if (threadIdx.x == T::kMathThreads) {

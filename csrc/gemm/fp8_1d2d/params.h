@@ -20,9 +20,9 @@ struct Fp8Gemm1d2dParams : GemmProblem {
   CUtensorMap tma_d;    // D   [M, N] bf16, box [64, 64], 128B swizzle (masked: 3-D [G, M_max, N])
   int64_t sfb_stride_g = 0;  // SFB group stride (grouped layouts)
   // Rows of the A and SFA TMA boxes: BLOCK_M, or the problem's rows (M, or M_max when masked) rounded
-  // up to 8 when there are fewer. TMA zero-fills the rows of a box past the tensor one by one, which
-  // cost a decode-sized call (M = 1) a third of its time; the smem rows past the box keep stale data
-  // that only ever reaches output rows that are not stored.
+  // up to 8 when there are fewer. Full-height boxes whose rows lie past the tensor (TMA zero-fills
+  // them) measured a third slower at M = 1; the smem rows past the box keep stale data that only
+  // ever reaches output rows that are not stored.
   int a_box_rows = 0;
   int sfa_rows_per_group = 0;  // masked: SFA TMA rows per group (⌈K/128⌉)
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "common/pipeline.cuh"
+#include "common/warp_specialization.cuh"
 #include "gemm/tile_store.cuh"
 
 namespace hopperkit::gemm {
@@ -37,20 +38,13 @@ struct Fp8Gemm1d2dTraits {
   static constexpr int kMathThreads = 128 * kMathWarpgroups;
   static constexpr int kThreads = kMathThreads + 128;  // + one producer warpgroup, the last one
 
-  // Register budget (setmaxnreg). Every thread starts at the launch bound's share of the register
-  // file (65536 / threads, rounded down to a multiple of 8), and setmaxnreg.inc can only hand out
-  // what the producer's setmaxnreg.dec released within the CTA: (entry − producer)·128 must cover
-  // (math − entry)·math threads, or the math warpgroups wait forever. The producer needs a few dozen
-  // registers for addresses and barrier state; the math warpgroups hold the wgmma accumulators and
-  // the promoted FP32 sums (BLOCK_N/2 each per thread).
-  static constexpr int kEntryRegisters = 65536 / kThreads / 8 * 8;
-  // 384 threads: entry 168, (168 − 40)·128 = (232 − 168)·256 exactly; a 48-register producer leaves
-  // the math warpgroups 1024 registers short (an earlier kernel hung that way).
+  // Register budget (setmaxnreg, rule in common/warp_specialization.cuh). The producer needs a few
+  // dozen registers for addresses and barrier state; the math warpgroups hold the wgmma accumulators
+  // and the promoted FP32 sums (BLOCK_N/2 each per thread).
   // PERF: 3 math warpgroups (192-row tiles, 512 threads, entry 128) spill at BLOCK_N = 128.
-  static constexpr int kProducerRegisters = 40;
-  static constexpr int kMathRegisters = kMathWarpgroups == 2 ? 232 : 240;
-  static_assert((kEntryRegisters - kProducerRegisters) * 128 >= (kMathRegisters - kEntryRegisters) * kMathThreads,
-                "setmaxnreg.inc of the math warpgroups exceeds what the producer releases");
+  using Registers = RegisterSplit<kMathThreads, 40, kMathWarpgroups == 2 ? 232 : 240>;
+  static constexpr int kProducerRegisters = Registers::kProducer;
+  static constexpr int kMathRegisters = Registers::kMath;
 
   static constexpr int kBytesA = kBlockM * kBlockK;  // fp8
   static constexpr int kBytesB = kBlockN * kBlockK;
