@@ -34,20 +34,28 @@ struct StageBarriers {
   cutlass::arch::ClusterBarrier empty[kStages];
 
   // One thread initialises; a CTA-wide (cluster-wide with multicast) barrier must follow before
-  // any use. `consumer_warps`: consumer warps of one CTA.
-  __device__ __forceinline__ void init(int consumer_warps) {
+  // any use. `consumer_warps`: consumer warps of one CTA; `producer_arrivals`: producer threads that
+  // arrive on each full barrier (one of them with the TMA byte count).
+  __device__ __forceinline__ void init(int consumer_warps, int producer_arrivals = 1) {
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
-      full[s].init(1);
+      full[s].init(producer_arrivals);
       empty[s].init(consumer_warps * kClusterSize);
     }
     cutlass::arch::fence_barrier_init();
   }
 
   __device__ __forceinline__ void producer_acquire(const PipelineState<kStages>& st, uint32_t tx_bytes) {
-    empty[st.stage].wait(st.phase ^ 1);
+    producer_wait_empty(st);
     full[st.stage].arrive_and_expect_tx(tx_bytes);
   }
+  // A further producer thread that fills part of the stage with ordinary shared-memory stores: it
+  // waits for the stage like the TMA thread, stores, then arrives (release semantics, so the stores
+  // are visible to every consumer that has waited on the full barrier).
+  __device__ __forceinline__ void producer_wait_empty(const PipelineState<kStages>& st) {
+    empty[st.stage].wait(st.phase ^ 1);
+  }
+  __device__ __forceinline__ void producer_arrive(const PipelineState<kStages>& st) { full[st.stage].arrive(); }
   __device__ __forceinline__ uint64_t* full_barrier(const PipelineState<kStages>& st) {
     return reinterpret_cast<uint64_t*>(&full[st.stage]);
   }

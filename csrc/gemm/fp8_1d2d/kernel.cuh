@@ -4,12 +4,11 @@
 // | warpgroup            | threads | registers | duty                                              |
 // |----------------------|---------|-----------|---------------------------------------------------|
 // | math 0 (.. math 1)   | 128 each| 232 / 240 | wgmma 64×BLOCK_N×32 per K step, promotion, epilogue|
-// | producer (last)      | 128     | 40        | one elected thread issues every TMA load          |
+// | producer (last)      | 128     | 40        | one thread issues every TMA load, one stores SFB  |
 //
 // With kClusterM = 2, CTA pairs take vertically adjacent tiles and rank 0 multicasts B to both.
-// Pipeline: kStages shared-memory stages, each holding one 128-wide K block of A, B and the A
-// scales, guarded by full/empty mbarriers (common/pipeline.cuh). B scales are read from global by
-// the math threads (one float per tile and K block).
+// Pipeline: kStages shared-memory stages, each holding one 128-wide K block of A, B, the A scales
+// and the tile's B scale(s), guarded by full/empty mbarriers (common/pipeline.cuh).
 #pragma once
 
 #include <cutlass/arch/reg_reconfig.h>
@@ -36,7 +35,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
     tma_prefetch_descriptor(&p.tma_b);
     tma_prefetch_descriptor(&p.tma_sfa);
     tma_prefetch_descriptor(&p.tma_d);
-    smem.barriers.init(/*consumer_warps=*/T::kMathThreads / 32);
+    smem.barriers.init(/*consumer_warps=*/T::kMathThreads / 32, /*producer_arrivals=*/2);
   }
   // With multicast the peer CTA writes into this CTA's stages and arrives on its barriers: both
   // CTAs' barriers must be initialised before either starts.
@@ -61,6 +60,15 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
         const int kb_end = min(num_k_blocks, kb_begin + k_blocks_per_split);
         if (block.group >= 0) produce_tile<T>(p, smem, st, block, n_block, kb_begin, kb_end);
       }
+    } else if (threadIdx.x == T::kMathThreads + 32) {
+      while (scheduler.next(unit)) {
+        int m_block, n_block;
+        scheduler.blocks_of(unit, m_block, n_block);
+        const int group = resolve_m_block<T::kBlockM>(p, m_block).group;
+        const int kb_begin = scheduler.split_of(unit) * k_blocks_per_split;
+        const int kb_end = min(num_k_blocks, kb_begin + k_blocks_per_split);
+        if (group >= 0) produce_tile_scales_b<T>(p, smem, st, group, n_block, kb_begin, kb_end);
+      }
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<T::kMathRegisters>();
@@ -74,8 +82,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
       const int group = __shfl_sync(0xffffffffu, resolve_m_block<T::kBlockM>(p, m_block).group, 0);
       const int kb_begin = scheduler.split_of(unit) * k_blocks_per_split;
       if (group >= 0) {
-        mma_tile<T>(p, smem, st, warpgroup, rows, group, n_block, kb_begin,
-                    min(num_k_blocks, kb_begin + k_blocks_per_split), total);
+        mma_tile<T>(p, smem, st, warpgroup, rows, n_block, kb_begin, min(num_k_blocks, kb_begin + k_blocks_per_split),
+                    total);
       } else {
 #pragma unroll
         for (int i = 0; i < T::kBlockN / 2; ++i) total[i] = 0.0f;

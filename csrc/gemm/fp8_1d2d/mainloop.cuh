@@ -11,8 +11,40 @@
 
 namespace hopperkit::gemm {
 
+// Tile column where the B scale row changes: 128 - n0 % 128, which is BLOCK_N or more unless a
+// BLOCK_N = 192 tile starts in the middle of a 128-wide scale block.
+template <class T>
+__device__ __forceinline__ int scale_split(int n_block) {
+  return 128 - n_block * T::kBlockN % 128;
+}
+
+// B scales of the tile: row n0/128 up to tile column scale_split, row n0/128 + 1 after it (only when
+// BLOCK_N = 192; the second row is clamped to stay in bounds when the tile ends past N, where
+// nothing is stored).
+struct TileScalesB {
+  const float* lo;
+  const float* hi;
+  int64_t stride_k;
+};
+
+template <class T>
+__device__ __forceinline__ TileScalesB tile_scales_b(const Fp8Gemm1d2dParams& p, int group, int n_block) {
+  const int n0 = n_block * T::kBlockN;
+  const int last_row = (p.n + 127) / 128 - 1;
+  const float* sfb = p.sfb + group * p.sfb_stride_g;
+  return {sfb + (n0 / 128) * p.sfb_stride_n, sfb + min(n0 / 128 + 1, last_row) * p.sfb_stride_n, p.sfb_stride_k};
+}
+
+// The tile's B scales of K block `kb`: (first row, second row), the same value twice when the tile
+// lies in one scale block.
+template <class T>
+__device__ __forceinline__ float2 load_block_scales_b(const TileScalesB& sfb, int kb) {
+  const float lo = __ldg(sfb.lo + kb * sfb.stride_k);
+  return {lo, T::kStraddlesScaleBlocks ? __ldg(sfb.hi + kb * sfb.stride_k) : lo};
+}
+
 // One elected producer thread streams the K blocks of every tile of this CTA through the stage
-// ring: A [BLOCK_M × 128], B [BLOCK_N × 128] and the BLOCK_M A scales of the block.
+// ring by TMA: A [BLOCK_M × 128], B [BLOCK_N × 128] and the BLOCK_M A scales of the block.
 template <class T>
 __device__ __forceinline__ void produce_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
                                              PipelineState<T::kStages>& st, const MBlockRows& rows, int n_block,
@@ -49,6 +81,31 @@ __device__ __forceinline__ void produce_tile(const Fp8Gemm1d2dParams& p, typenam
   }
 }
 
+// A second producer thread writes the tile's B scale(s) of each K block into the stage with an
+// ordinary store (SFB may have any strides, which TMA cannot read) and arrives on the full barrier
+// as its second producer arrival; the arrive releases the store to the consumers that wait on it.
+// A thread of its own because the TMA thread's 40 registers (the setmaxnreg split) leave no room
+// for the scale pointers. PERF (H200, same-run A/B): against the math threads loading the B scales
+// from global memory themselves (an L1-cached load per thread and K block, next to the wgmma issue),
+// 1-3% faster on 4096×7168×16384, 4096×4096×7168, 64×7168×16384 and 128×24576×1536, within the
+// noise on the other benchmark shapes.
+template <class T>
+__device__ __forceinline__ void produce_tile_scales_b(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
+                                                      PipelineState<T::kStages>& st, int group, int n_block,
+                                                      int kb_begin, int kb_end) {
+  const TileScalesB sfb = tile_scales_b<T>(p, group, n_block);
+  // Loaded one K block ahead, so that the global-memory latency overlaps the wait for a free stage.
+  float2 next = load_block_scales_b<T>(sfb, kb_begin);
+  for (int kb = kb_begin; kb < kb_end; ++kb) {
+    const float2 scales = next;
+    if (kb + 1 < kb_end) next = load_block_scales_b<T>(sfb, kb + 1);
+    smem.barriers.producer_wait_empty(st);
+    smem.sfb[st.stage] = scales;
+    smem.barriers.producer_arrive(st);
+    st.advance();
+  }
+}
+
 // The scale factors of one K block for this thread's two rows, for the tile columns before and
 // after `split` (they differ only when a BLOCK_N = 192 tile straddles two B scale blocks).
 struct BlockScales {
@@ -71,37 +128,15 @@ __device__ __forceinline__ void promote(float (&total)[T::kBlockN / 2], const fl
   }
 }
 
-// B scales of the tile: row n0/128 up to tile column `split`, row n0/128 + 1 after it (only when
-// BLOCK_N = 192; the second row is clamped to stay in bounds when the tile ends past N, where
-// nothing is stored).
-struct TileScalesB {
-  const float* lo;
-  const float* hi;
-  int64_t stride_k;
-  int split;
-};
-
-template <class T>
-__device__ __forceinline__ TileScalesB tile_scales_b(const Fp8Gemm1d2dParams& p, int group, int n_block) {
-  const int n0 = n_block * T::kBlockN;
-  const int last_row = (p.n + 127) / 128 - 1;
-  const float* sfb = p.sfb + group * p.sfb_stride_g;
-  return {sfb + (n0 / 128) * p.sfb_stride_n, sfb + min(n0 / 128 + 1, last_row) * p.sfb_stride_n, p.sfb_stride_k,
-          128 - n0 % 128};
-}
-
 // Waits for the stage of K block `kb`, reads its scales (before the stage can be released) and
 // issues its 4 wgmmas (K = 32 each) into `acc`, starting from zero; returns without waiting.
 template <class T>
 __device__ __forceinline__ BlockScales issue_k_block(typename T::SharedStorage& smem, const PipelineState<T::kStages>& st,
-                                                     int warpgroup, AccumulatorRows rows, const TileScalesB& sfb,
-                                                     int kb, float (&acc)[T::kBlockN / 2]) {
-  // Issued before the barrier wait; the values are needed only after the wgmmas.
-  const float scale_b_lo = __ldg(sfb.lo + kb * sfb.stride_k);
-  const float scale_b_hi = T::kStraddlesScaleBlocks ? __ldg(sfb.hi + kb * sfb.stride_k) : scale_b_lo;
+                                                     int warpgroup, AccumulatorRows rows, float (&acc)[T::kBlockN / 2]) {
   smem.barriers.consumer_wait(st);
   const float* sfa = smem.sfa[st.stage] + warpgroup * 64;
   const float scale_a0 = sfa[rows.row0], scale_a1 = sfa[rows.row0 + 8];
+  const float2 scale_b = smem.sfb[st.stage];
   const uint64_t desc_a = smem_desc_k_major_sw128(smem.a[st.stage] + warpgroup * 64 * T::kBlockK);
   const uint64_t desc_b = smem_desc_k_major_sw128(smem.b[st.stage]);
   fence_accumulators(acc);
@@ -113,33 +148,36 @@ __device__ __forceinline__ BlockScales issue_k_block(typename T::SharedStorage& 
   }
   cute::warpgroup_commit_batch();
   fence_accumulators(acc);
-  return {scale_a0 * scale_b_lo, scale_a1 * scale_b_lo, scale_a0 * scale_b_hi, scale_a1 * scale_b_hi};
+  return {scale_a0 * scale_b.x, scale_a1 * scale_b.x, scale_a0 * scale_b.y, scale_a1 * scale_b.y};
 }
 
 // Two-level accumulation over the K blocks [kb_begin, kb_end) of one tile: each block's wgmmas
 // start from zero, and the FP32 result is scaled by sfa·sfb and added to `total` on the CUDA cores.
 // This keeps FP8 tensor-core accumulation (fewer than 24 mantissa bits) to 128-element partial sums.
-// PERF (H200): a second accumulator set that issues block kb + 1 before promoting block kb (so the
-// tensor cores never wait on this warpgroup's promotion) measured 1-4% slower on every M = 4096
-// shape, and strict turn-taking of the two math warpgroups' issue (named barriers, as in a
-// ping-pong schedule) 6-10% slower: the warpgroups already cover each other's promotion.
+// PERF (H200): under sustained load this kernel runs at the board's power limit (about 570 W median,
+// SM clock 1.4-1.8 GHz depending on the work mix), so its speed follows energy per FLOP more than
+// latency. Skipping the promotion (a measurement-only build) is 20% faster; hiding it instead is
+// not: a second accumulator set that issues block kb + 1 before promoting block kb makes ptxas
+// serialise the wgmmas (C7518) and measured slower, and making the two math warpgroups take turns
+// (named barriers, handing over at issue, at completion or half-way) measured 0-8% slower, also
+// where it did hide the promotion completely (the strict alternation, whose hand-over bubbles cost
+// as much).
 template <class T>
 __device__ __forceinline__ void mma_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
                                          PipelineState<T::kStages>& st, int warpgroup, AccumulatorRows rows,
-                                         int group, int n_block, int kb_begin, int kb_end,
-                                         float (&total)[T::kBlockN / 2]) {
-  const TileScalesB sfb = tile_scales_b<T>(p, group, n_block);
+                                         int n_block, int kb_begin, int kb_end, float (&total)[T::kBlockN / 2]) {
+  const int split = scale_split<T>(n_block);
   const int lane = threadIdx.x % 32;
   float acc[T::kBlockN / 2];
 #pragma unroll
   for (int i = 0; i < T::kBlockN / 2; ++i) total[i] = 0.0f;
   for (int kb = kb_begin; kb < kb_end; ++kb) {
-    const BlockScales scales = issue_k_block<T>(smem, st, warpgroup, rows, sfb, kb, acc);
+    const BlockScales scales = issue_k_block<T>(smem, st, warpgroup, rows, acc);
     cute::warpgroup_wait<0>();
     // The stage's tiles and scales are consumed (the scales were read at issue): give it back.
     smem.barriers.consumer_release(st, lane);
     st.advance();
-    promote<T>(total, acc, scales, sfb.split);
+    promote<T>(total, acc, scales, split);
   }
 }
 

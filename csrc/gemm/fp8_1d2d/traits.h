@@ -70,6 +70,9 @@ struct Fp8Gemm1d2dTraits {
     alignas(1024) uint8_t b[kStages][kBytesB];  // [stage][BLOCK_N rows × 128 B], 128B swizzle
     alignas(1024) uint8_t d[kMathWarpgroups][kBytesD];  // [64 rows × 128 B] per warpgroup, 128B swizzle
     alignas(128) float sfa[kStages][kSfaSlotFloats];
+    // The tile's B scales of the stage's K block: its first scale row, and the second one when
+    // the tile straddles two 128-column scale blocks (written by the producer, see produce_tile).
+    float2 sfb[kStages];
     StageBarriers<kStages, kClusterM> barriers;
     int split_is_last;  // split-K fixup: this CTA finished the tile's last split
   };
