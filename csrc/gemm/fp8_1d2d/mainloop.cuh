@@ -112,19 +112,37 @@ struct BlockScales {
   float s0_lo, s1_lo, s0_hi, s1_hi;
 };
 
-// total += scales · acc: the second level of the two-level accumulation, on the CUDA cores.
-template <class T>
-__device__ __forceinline__ void promote(float (&total)[T::kBlockN / 2], const float (&acc)[T::kBlockN / 2],
-                                        const BlockScales& s, int split) {
+// total += scales · acc: the second level of the two-level accumulation, on the CUDA cores. Tile
+// columns before kSplit take the first B scale row, the others the second.
+template <class T, int kSplit>
+__device__ __forceinline__ void promote_split_at(float (&total)[T::kBlockN / 2], const float (&acc)[T::kBlockN / 2],
+                                                 const BlockScales& s) {
 #pragma unroll
   for (int j = 0; j < T::kBlockN / 8; ++j) {
-    // Column group j covers tile columns [8j, 8j + 8): it never straddles (split is 64 or 128).
-    const bool lo = !T::kStraddlesScaleBlocks || 8 * j < split;
+    // Column group j covers tile columns [8j, 8j + 8): it never straddles (kSplit is a multiple of 64).
+    const bool lo = 8 * j < kSplit;
     const float s0 = lo ? s.s0_lo : s.s0_hi, s1 = lo ? s.s1_lo : s.s1_hi;
     total[4 * j + 0] += s0 * acc[4 * j + 0];
     total[4 * j + 1] += s0 * acc[4 * j + 1];
     total[4 * j + 2] += s1 * acc[4 * j + 2];
     total[4 * j + 3] += s1 * acc[4 * j + 3];
+  }
+}
+
+// The split is a compile-time constant in each branch: with a runtime split every 8-column group
+// would select its scales (two selects per four FMAs).
+template <class T>
+__device__ __forceinline__ void promote(float (&total)[T::kBlockN / 2], const float (&acc)[T::kBlockN / 2],
+                                        const BlockScales& s, int split) {
+  if constexpr (T::kStraddlesScaleBlocks) {
+    static_assert(T::kBlockN == 192, "BLOCK_N = 192 tiles start at column 0 or 64 of a scale block");
+    if (split == 64) {
+      promote_split_at<T, 64>(total, acc, s);
+    } else {
+      promote_split_at<T, 128>(total, acc, s);
+    }
+  } else {
+    promote_split_at<T, T::kBlockN>(total, acc, s);
   }
 }
 
