@@ -43,12 +43,15 @@ inline TileCandidate pick_tile_by_waves(const TileCandidate (&candidates)[kCount
 // `m` is the row count of one problem; `groups` independent problems of that size share the grid
 // (the masked MoE layout), and only the normal layout may use clusters.
 inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, int groups = 1, bool allow_cluster = true) {
-  // PERF (H200, one run, TFLOPS): 4096x7168x16384: 128x192 1050, 128x128 1027, 64x128 706, 128x64 662,
-  // 64x64 509; 4096x4096x7168: 128x128 998, 128x192 883. Wgmma throughput grows with the rows and
-  // columns issued per K block; 128x192 pays only where it quantises into fewer waves. Ties go to
-  // the earlier entry. Decode-sized M (one M block) prefers 64-row tiles (more CTAs in flight).
+  // PERF (H200, same run, TFLOPS, 128x192 / 128x128, both with multicast): 4096x7168x16384 1272 / 1250,
+  // 4096x24576x1536 1029-1106 / 959-1046, 4096x2112x7168 1111-1144 / 964-1004, 4096x576x7168
+  // 849-861 / 651-661, 4096x4096x7168 1153-1157 / 1205-1249 (6 waves against 8). Fitted to these,
+  // the wider tile does 1.04-1.12x the work per unit time (less shared-memory and L2 traffic per
+  // FLOP, which counts because the kernel runs at the power limit). Earlier single runs: 64x128
+  // 0.69x, 128x64 0.64x, 64x64 0.5x of 128x128. Ties go to the earlier entry. Decode-sized M (one M
+  // block) prefers 64-row tiles (more CTAs in flight).
   static constexpr TileCandidate kCandidates[] = {
-      {128, 128, 1.0}, {128, 192, 1.0}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}};
+      {128, 128, 1.0}, {128, 192, 1.08}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}};
   const TileCandidate tile = pick_tile_by_waves(kCandidates, m, n, num_sms, groups);
   Fp8Gemm1d2dConfig best{tile.block_m, tile.block_n, 1};
   // Multicast B across CTA pairs on adjacent M blocks whenever every pair has a partner: it halves
