@@ -18,14 +18,16 @@ struct TileCandidate {
 
 // The candidate with the lowest modelled time: waves of a persistent grid × the time of one tile
 // (its MMA work over its efficiency). Ties go to the earlier entry; 128-row tiles are skipped when a
-// problem has at most 64 rows (half of each tile would be padding).
+// problem has at most 64 rows, 256-row tiles when it has at most 128 (half of each tile would be
+// padding), and 256-row tiles where `allow_256_rows` is false.
 template <size_t kCount>
 inline TileCandidate pick_tile_by_waves(const TileCandidate (&candidates)[kCount], int m, int n, int num_sms,
-                                        int groups) {
+                                        int groups, bool allow_256_rows = false) {
   TileCandidate best = candidates[0];
   double best_cost = INFINITY;
   for (const TileCandidate& c : candidates) {
-    if (c.block_m == 128 && m <= 64) continue;
+    if (c.block_m > 64 && m <= c.block_m / 2) continue;
+    if (c.block_m == 256 && !allow_256_rows) continue;
     const long tiles =
         static_cast<long>(groups) * ((m + c.block_m - 1) / c.block_m) * ((n + c.block_n - 1) / c.block_n);
     const long waves = (tiles + num_sms - 1) / num_sms;
@@ -41,23 +43,28 @@ inline TileCandidate pick_tile_by_waves(const TileCandidate (&candidates)[kCount
 // FP8 1d2d: the compiled tile with the lowest modelled time (pick_tile_by_waves). Small tiles balance
 // the last wave better but feed the tensor cores less per byte of shared memory.
 // `m` is the row count of one problem; `groups` independent problems of that size share the grid
-// (the masked MoE layout), and only the normal layout may use clusters.
-inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, int groups = 1, bool allow_cluster = true) {
-  // PERF (H200, same run, TFLOPS, 128x192 / 128x128, both with multicast): 4096x7168x16384 1272 / 1250,
-  // 4096x24576x1536 1029-1106 / 959-1046, 4096x2112x7168 1111-1144 / 964-1004, 4096x576x7168
-  // 849-861 / 651-661, 4096x4096x7168 1153-1157 / 1205-1249 (6 waves against 8). Fitted to these,
-  // the wider tile does 1.04-1.12x the work per unit time (less shared-memory and L2 traffic per
-  // FLOP, which counts because the kernel runs at the power limit). Earlier single runs: 64x128
-  // 0.69x, 128x64 0.64x, 64x64 0.5x of 128x128. Ties go to the earlier entry. Decode-sized M (one M
-  // block) prefers 64-row tiles (more CTAs in flight).
+// (the masked MoE layout). Clusters and 256-row tiles are for the normal layout only (a contiguous
+// layout's expert segments are aligned to 128 rows).
+inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, int groups = 1, bool normal_layout = true) {
+  // PERF (H200). The kernel runs at the power limit, so a tile's efficiency is mostly its operand
+  // bytes per FLOP. Same-run TFLOPS, 128x192 / 128x128 (both with multicast): 4096x7168x16384
+  // 1272 / 1250, 4096x24576x1536 1029-1106 / 959-1046, 4096x2112x7168 1111-1144 / 964-1004,
+  // 4096x576x7168 849-861 / 651-661, 4096x4096x7168 1153-1157 / 1205-1249 (6 waves against 8):
+  // 1.04-1.12x fitted. Another run, 256x128 / 128x128 / 128x192 (multicast): 4096x4096x7168
+  // 1120-1164 / 1001-1035 / 957-1028, 4096x7168x2048 1001-1054 / 886-947 / 896-970,
+  // 4096x7168x16384 1224-1229 / 1097-1184 / 1103-1185, 4096x24576x1536 1097-1144 / 983-1041 /
+  // 1056-1102, 4096x32768x512 733-762 / 657-685 / 732-768, 4096x2112x7168 913 / 993 / 1158-1166
+  // (3 waves for 256x128): 1.08-1.16x fitted for 256x128. Earlier single runs: 64x128 0.69x,
+  // 128x64 0.64x, 64x64 0.5x of 128x128. Ties go to the earlier entry. Decode-sized M (one M block)
+  // prefers 64-row tiles (more CTAs in flight).
   static constexpr TileCandidate kCandidates[] = {
-      {128, 128, 1.0}, {128, 192, 1.08}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}};
-  const TileCandidate tile = pick_tile_by_waves(kCandidates, m, n, num_sms, groups);
+      {128, 128, 1.0}, {128, 192, 1.08}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}, {256, 128, 1.12}};
+  const TileCandidate tile = pick_tile_by_waves(kCandidates, m, n, num_sms, groups, normal_layout && groups == 1);
   Fp8Gemm1d2dConfig best{tile.block_m, tile.block_n, 1};
   // Multicast B across CTA pairs on adjacent M blocks whenever every pair has a partner: it halves
   // B's share of L2 traffic. PERF (H200): measured equal to no multicast on the M = 4096 shapes.
   const int m_blocks = (m + best.block_m - 1) / best.block_m;
-  if (allow_cluster && groups == 1 && best.block_m == 128 && m_blocks % 2 == 0) best.cluster_m = 2;
+  if (normal_layout && groups == 1 && best.block_m >= 128 && m_blocks % 2 == 0) best.cluster_m = 2;
   return best;
 }
 

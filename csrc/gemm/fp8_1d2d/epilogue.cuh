@@ -10,23 +10,27 @@
 
 namespace hopperkit::gemm {
 
-// Stores one warpgroup's 64 rows of the tile as BF16 (gemm/tile_store.cuh). Rows without a result
-// (contiguous padding rows, masked rows past masked_m[g], whole blocks with group -1 whose `total`
-// is zero) are written as 0; rows outside D are clipped by the TMA store.
+// Stores one warpgroup's rows of the tile as BF16 (gemm/tile_store.cuh), 64-row wave by wave. Rows
+// without a result (contiguous padding rows, masked rows past masked_m[g], whole blocks with group -1
+// whose `total` is zero) are written as 0; rows outside D are clipped by the TMA store.
 template <class T>
 __device__ __forceinline__ void store_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem, int warpgroup,
                                            AccumulatorRows rows, const MBlockRows& block, int n_block,
-                                           const float (&total)[T::kBlockN / 2]) {
-  const int r_a = warpgroup * 64 + rows.row0, r_b = r_a + 8;  // rows within the block
-  bool keep_a = r_a < block.valid_rows, keep_b = r_b < block.valid_rows;
-  if (p.layout == GemmLayout::kMGroupedContiguous) {
-    keep_a = r_a < block.store_rows && block.group >= 0 && __ldg(p.m_indices + block.a_row + r_a) >= 0;
-    keep_b = r_b < block.store_rows && block.group >= 0 && __ldg(p.m_indices + block.a_row + r_b) >= 0;
-  }
-  const TileStoreTarget target{&p.tma_d, p.layout == GemmLayout::kMGroupedMasked, n_block * T::kBlockN,
-                               block.a_row + warpgroup * 64, block.a_group};
+                                           const float (&total)[T::kWaves][T::kBlockN / 2]) {
   const auto barrier = static_cast<Fp8GemmBarrier>(static_cast<int>(Fp8GemmBarrier::kEpilogueWarpgroup0) + warpgroup);
-  store_rows_bf16<T::kBlockN, T::kStoreBuffers>(target, smem.d[warpgroup], barrier, keep_a, keep_b, total);
+#pragma unroll
+  for (int w = 0; w < T::kWaves; ++w) {
+    const int wave_row = warpgroup * T::kRowsPerWarpgroup + w * 64;  // within the block
+    const int r_a = wave_row + rows.row0, r_b = r_a + 8;
+    bool keep_a = r_a < block.valid_rows, keep_b = r_b < block.valid_rows;
+    if (p.layout == GemmLayout::kMGroupedContiguous) {
+      keep_a = r_a < block.store_rows && block.group >= 0 && __ldg(p.m_indices + block.a_row + r_a) >= 0;
+      keep_b = r_b < block.store_rows && block.group >= 0 && __ldg(p.m_indices + block.a_row + r_b) >= 0;
+    }
+    const TileStoreTarget target{&p.tma_d, p.layout == GemmLayout::kMGroupedMasked, n_block * T::kBlockN,
+                                 block.a_row + wave_row, block.a_group};
+    store_rows_bf16<T::kBlockN, T::kStoreBuffers>(target, smem.d[warpgroup], barrier, keep_a, keep_b, total[w]);
+  }
 }
 
 // Split-K: publish this unit's FP32 partial; returns true (with `total` = the sum of every split's
@@ -35,13 +39,16 @@ __device__ __forceinline__ void store_tile(const Fp8Gemm1d2dParams& p, typename 
 // across threads (coalesced), in the same thread mapping for every split.
 template <class T>
 __device__ __forceinline__ bool split_k_fixup(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem, int tile,
-                                              int split, float (&total)[T::kBlockN / 2]) {
-  constexpr int kFrag = T::kBlockN / 2;
+                                              int split, float (&total)[T::kWaves][T::kBlockN / 2]) {
+  constexpr int kWaveFrag = T::kBlockN / 2, kFrag = T::kWaves * kWaveFrag;
   const int thread = threadIdx.x;  // math threads are 0 .. kMathThreads-1
   float* tile_ws = p.split_workspace + static_cast<int64_t>(tile) * p.k_splits * kFrag * T::kMathThreads;
   float* mine = tile_ws + static_cast<int64_t>(split) * kFrag * T::kMathThreads + thread;
 #pragma unroll
-  for (int i = 0; i < kFrag; ++i) __stcg(mine + i * T::kMathThreads, total[i]);
+  for (int w = 0; w < T::kWaves; ++w) {
+#pragma unroll
+    for (int i = 0; i < kWaveFrag; ++i) __stcg(mine + (w * kWaveFrag + i) * T::kMathThreads, total[w][i]);
+  }
   __threadfence();  // the partial is visible device-wide before the count says so
   named_barrier_sync(Fp8GemmBarrier::kSplitPartialsWritten, T::kMathThreads);
   if (thread == 0) {
@@ -54,11 +61,17 @@ __device__ __forceinline__ bool split_k_fixup(const Fp8Gemm1d2dParams& p, typena
   if (!smem.split_is_last) return false;
   __threadfence();
 #pragma unroll
-  for (int i = 0; i < kFrag; ++i) total[i] = 0.0f;
+  for (int w = 0; w < T::kWaves; ++w) {
+#pragma unroll
+    for (int i = 0; i < kWaveFrag; ++i) total[w][i] = 0.0f;
+  }
   for (int s = 0; s < p.k_splits; ++s) {
     const float* part = tile_ws + static_cast<int64_t>(s) * kFrag * T::kMathThreads + thread;
 #pragma unroll
-    for (int i = 0; i < kFrag; ++i) total[i] += __ldcg(part + i * T::kMathThreads);
+    for (int w = 0; w < T::kWaves; ++w) {
+#pragma unroll
+      for (int i = 0; i < kWaveFrag; ++i) total[w][i] += __ldcg(part + (w * kWaveFrag + i) * T::kMathThreads);
+    }
   }
   return true;
 }

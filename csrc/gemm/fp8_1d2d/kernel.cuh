@@ -3,7 +3,8 @@
 //
 // | warpgroup            | threads | registers | duty                                              |
 // |----------------------|---------|-----------|---------------------------------------------------|
-// | math 0 (.. math 1)   | 128 each| 232 / 240 | wgmma 64×BLOCK_N×32 per K step, promotion, epilogue|
+// | math 0 (.. math 1)   | 128 each| 232 / 240 | wgmma 64×BLOCK_N×32 per K step and 64-row wave,    |
+// |                      |         |           | promotion, epilogue                               |
 // | producer (last)      | 128     | 40        | one thread issues every TMA load, one stores SFB  |
 //
 // With kClusterM = 2, CTA pairs take vertically adjacent tiles and rank 0 multicasts B to both.
@@ -73,7 +74,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
   } else {
     cutlass::arch::warpgroup_reg_alloc<T::kMathRegisters>();
     const AccumulatorRows rows(threadIdx.x % 128);
-    float total[T::kBlockN / 2];
+    float total[T::kWaves][T::kBlockN / 2];
     while (scheduler.next(unit)) {
       int m_block, n_block;
       scheduler.blocks_of(unit, m_block, n_block);
@@ -82,11 +83,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
       const int group = __shfl_sync(0xffffffffu, resolve_m_block<T::kBlockM>(p, m_block).group, 0);
       const int kb_begin = scheduler.split_of(unit) * k_blocks_per_split;
       if (group >= 0) {
-        mma_tile<T>(p, smem, st, warpgroup, rows, n_block, kb_begin, min(num_k_blocks, kb_begin + k_blocks_per_split),
+        mma_tile<T>(smem, st, warpgroup, rows, n_block, kb_begin, min(num_k_blocks, kb_begin + k_blocks_per_split),
                     total);
       } else {
 #pragma unroll
-        for (int i = 0; i < T::kBlockN / 2; ++i) total[i] = 0.0f;
+        for (int w = 0; w < T::kWaves; ++w) {
+#pragma unroll
+          for (int i = 0; i < T::kBlockN / 2; ++i) total[w][i] = 0.0f;
+        }
       }
       if (p.k_splits > 1 &&
           !split_k_fixup<T>(p, smem, scheduler.tile_of(unit), scheduler.split_of(unit), total)) {

@@ -146,16 +146,16 @@ __device__ __forceinline__ void promote(float (&total)[T::kBlockN / 2], const fl
   }
 }
 
-// Waits for the stage of K block `kb`, reads its scales (before the stage can be released) and
-// issues its 4 wgmmas (K = 32 each) into `acc`, starting from zero; returns without waiting.
+// Issues the 4 wgmmas (K = 32 each) of one 64-row wave of the stage's K block into `acc`, starting
+// from zero, and returns the wave's scales (read before the stage can be released) without waiting.
+// `wave_row`: the wave's first row within the tile.
 template <class T>
-__device__ __forceinline__ BlockScales issue_k_block(typename T::SharedStorage& smem, const PipelineState<T::kStages>& st,
-                                                     int warpgroup, AccumulatorRows rows, float (&acc)[T::kBlockN / 2]) {
-  smem.barriers.consumer_wait(st);
-  const float* sfa = smem.sfa[st.stage] + warpgroup * 64;
+__device__ __forceinline__ BlockScales issue_wave(typename T::SharedStorage& smem, const PipelineState<T::kStages>& st,
+                                                  int wave_row, AccumulatorRows rows, float2 scale_b,
+                                                  float (&acc)[T::kBlockN / 2]) {
+  const float* sfa = smem.sfa[st.stage] + wave_row;
   const float scale_a0 = sfa[rows.row0], scale_a1 = sfa[rows.row0 + 8];
-  const float2 scale_b = smem.sfb[st.stage];
-  const uint64_t desc_a = smem_desc_k_major_sw128(smem.a[st.stage] + warpgroup * 64 * T::kBlockK);
+  const uint64_t desc_a = smem_desc_k_major_sw128(smem.a[st.stage] + wave_row * T::kBlockK);
   const uint64_t desc_b = smem_desc_k_major_sw128(smem.b[st.stage]);
   fence_accumulators(acc);
   cute::warpgroup_arrive();
@@ -172,6 +172,8 @@ __device__ __forceinline__ BlockScales issue_k_block(typename T::SharedStorage& 
 // Two-level accumulation over the K blocks [kb_begin, kb_end) of one tile: each block's wgmmas
 // start from zero, and the FP32 result is scaled by sfa·sfb and added to `total` on the CUDA cores.
 // This keeps FP8 tensor-core accumulation (fewer than 24 mantissa bits) to 128-element partial sums.
+// With two waves per warpgroup (256-row tiles) the waves of a K block take turns in the one
+// accumulator set, and the stage is released after the second.
 // PERF (H200): under sustained load this kernel runs at the board's power limit (about 570 W median,
 // SM clock 1.4-1.8 GHz depending on the work mix), so its speed follows energy per FLOP more than
 // latency. Skipping the promotion (a measurement-only build) is 20% faster; hiding it instead is
@@ -181,21 +183,30 @@ __device__ __forceinline__ BlockScales issue_k_block(typename T::SharedStorage& 
 // where it did hide the promotion completely (the strict alternation, whose hand-over bubbles cost
 // as much).
 template <class T>
-__device__ __forceinline__ void mma_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
-                                         PipelineState<T::kStages>& st, int warpgroup, AccumulatorRows rows,
-                                         int n_block, int kb_begin, int kb_end, float (&total)[T::kBlockN / 2]) {
+__device__ __forceinline__ void mma_tile(typename T::SharedStorage& smem, PipelineState<T::kStages>& st, int warpgroup,
+                                         AccumulatorRows rows, int n_block, int kb_begin, int kb_end,
+                                         float (&total)[T::kWaves][T::kBlockN / 2]) {
   const int split = scale_split<T>(n_block);
   const int lane = threadIdx.x % 32;
   float acc[T::kBlockN / 2];
 #pragma unroll
-  for (int i = 0; i < T::kBlockN / 2; ++i) total[i] = 0.0f;
+  for (int w = 0; w < T::kWaves; ++w) {
+#pragma unroll
+    for (int i = 0; i < T::kBlockN / 2; ++i) total[w][i] = 0.0f;
+  }
   for (int kb = kb_begin; kb < kb_end; ++kb) {
-    const BlockScales scales = issue_k_block<T>(smem, st, warpgroup, rows, acc);
-    cute::warpgroup_wait<0>();
-    // The stage's tiles and scales are consumed (the scales were read at issue): give it back.
-    smem.barriers.consumer_release(st, lane);
+    smem.barriers.consumer_wait(st);
+    const float2 scale_b = smem.sfb[st.stage];
+#pragma unroll
+    for (int w = 0; w < T::kWaves; ++w) {
+      const BlockScales scales =
+          issue_wave<T>(smem, st, warpgroup * T::kRowsPerWarpgroup + w * 64, rows, scale_b, acc);
+      cute::warpgroup_wait<0>();
+      // The stage's tiles and scales are consumed (the scales were read at issue): give it back.
+      if (w == T::kWaves - 1) smem.barriers.consumer_release(st, lane);
+      promote<T>(total[w], acc, scales, split);
+    }
     st.advance();
-    promote<T>(total, acc, scales, split);
   }
 }
 
