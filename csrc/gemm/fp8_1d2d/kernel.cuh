@@ -3,7 +3,7 @@
 //
 // | warpgroup            | threads | registers | duty                                              |
 // |----------------------|---------|-----------|---------------------------------------------------|
-// | math 0 (.. math 1)   | 128 each| 232 / 240 | wgmma 64×BLOCK_N×32 per K step and 64-row wave,    |
+// | math 0 (.. math 1)   | 128 each| 232 / 240 | wgmma 64×BLOCK_N×32 per K step and 64-row wave,   |
 // |                      |         |           | promotion, epilogue                               |
 // | producer (last)      | 128     | 40        | one thread issues every TMA load, one stores SFB  |
 //
