@@ -332,3 +332,32 @@ def test_split_k_forced(cuda, monkeypatch, m, n, k, config, splits):
         if first is None:
             first = d
         assert torch.equal(d, first), "split-K result changed between calls"
+
+
+def test_split_k_cuda_graph_replay(cuda, monkeypatch):
+    """A captured split-K GEMM replays with one epoch: its tile counters must come back clean after
+    every replay, also when the inputs change between replays."""
+    m, n, k = 64, 2112, 7168
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", "64,64,1")
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_SPLITS", "4")
+    a, b, (a_fp8, sfa), (b_fp8, sfb) = _inputs_1d2d(cuda, m, n, k, "split graph")
+    d = torch.empty(m, n, dtype=torch.bfloat16, device=cuda)
+    a_in, sfa_in = a_fp8.clone(), sfa.clone()
+    call = lambda: hopperkit.fp8_gemm_nt((a_in, sfa_in), (b_fp8, sfb), d)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        call()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    for replay in range(4):
+        x = _operand(_gen(cuda, "split graph", replay), m, k, 1)
+        x_fp8, x_sf = hopperkit.per_token_cast_to_fp8(x)
+        a_in.copy_(x_fp8)
+        sfa_in.copy_(x_sf)
+        d.fill_(float("nan"))
+        graph.replay()
+        ref = ref_gemm.fp8_gemm_nt(x_fp8, x_sf, b_fp8, sfb, None, recipe=(1, 128, 128), out_dtype=torch.bfloat16)
+        _check(f"graph replay {replay}", d, x.float() @ b.float().T, ref)

@@ -53,4 +53,21 @@ __device__ __forceinline__ void cluster_sync() {
 
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
+// One arrival of `count` on a counter in global memory that needs no zeroing before a launch: the
+// word holds (epoch << 8) | arrivals, and a word of another epoch (a previous call's, or whatever
+// the workspace held) counts as no arrival. Returns true for the last arrival, which leaves the word
+// 0, so a CUDA graph that replays the same epoch always finds it clean. The host hands every launch
+// a fresh nonzero 56-bit epoch; `count` < 256. Callers fence their own global writes before it.
+__device__ __forceinline__ bool epoch_counter_arrive(unsigned long long* word, unsigned long long epoch, int count) {
+  unsigned long long seen = *reinterpret_cast<volatile unsigned long long*>(word);
+  while (true) {
+    const int arrived = (seen >> 8) == epoch ? static_cast<int>(seen & 0xff) : 0;
+    const bool last = arrived + 1 == count;
+    const unsigned long long next = last ? 0ull : (epoch << 8) | static_cast<unsigned long long>(arrived + 1);
+    const unsigned long long prev = atomicCAS(word, seen, next);
+    if (prev == seen) return last;
+    seen = prev;
+  }
+}
+
 }  // namespace hopperkit

@@ -70,14 +70,19 @@ inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, int g
 
 // Split-K for grids that the tiles alone leave mostly idle (decode-sized M, small N): the K blocks
 // of each tile are divided among up to num_sms / tiles CTAs, so the units fill one wave, keeping at
-// least 4 K blocks per split (a unit pays a pipeline fill and its partial's round trip).
-// PERF (H200): a wave-count cost model that allowed several waves of short units picked 8 splits
-// for 64×7168×16384 and doubled its time (45 -> 88 µs); one wave of long units does not.
+// least kMinKBlocksPerSplit K blocks per split (a unit pays a pipeline fill and its partial's round
+// trip). PERF (H200): a wave-count cost model that allowed several waves of short units picked 8
+// splits for 64×7168×16384 and doubled its time (45 -> 88 µs); one wave of long units does not.
+// Same-run sweep, 64×64 tiles, µs by splits 1/2/3/4/6/8: 64×576×7168 18.8/14.9/13.7/13.2/13.4/14.8,
+// 64×2112×7168 18.5/15.4/14.7/15.1 (136 units: a second wave)/21.5/22.8. The best splits keep
+// 14-19 K blocks per unit: with 4 as the floor, 64×576×7168 took 14 splits and 18.5 µs.
+inline constexpr int kMinKBlocksPerSplit = 12;
+
 inline int choose_k_splits(int m, int n, int k, const Fp8Gemm1d2dConfig& config, int num_sms) {
   const long tiles = static_cast<long>((m + config.block_m - 1) / config.block_m) * ((n + config.block_n - 1) / config.block_n);
   const int k_blocks = (k + 127) / 128;
   if (tiles * 2 > num_sms) return 1;
-  int splits = static_cast<int>(std::min<long>({num_sms / tiles, k_blocks / 4, 16}));
+  int splits = static_cast<int>(std::min<long>({num_sms / tiles, k_blocks / kMinKBlocksPerSplit, 16}));
   if (splits <= 1) return 1;
   // Every split gets at least one K block: as many splits as the per-split count needs.
   const int per_split = (k_blocks + splits - 1) / splits;

@@ -1,5 +1,6 @@
 // GEMM ops.
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 
@@ -24,6 +25,15 @@ void apply_config_override(gemm::Fp8Gemm1d2dConfig& config) {
     HK_CHECK_VALUE(std::sscanf(forced, "%d,%d,%d", &config.block_m, &config.block_n, &config.cluster_m) == 3,
                    "HOPPERKIT_FP8_GEMM_CONFIG must be BLOCK_M,BLOCK_N,CLUSTER, got '", forced, "'");
   }
+}
+
+// A fresh nonzero 56-bit epoch for every split-K launch (Fp8Gemm1d2dParams::split_epoch).
+uint64_t next_launch_epoch() {
+  static std::atomic<uint64_t> epoch{0};
+  constexpr uint64_t kMask = (uint64_t{1} << 56) - 1;
+  uint64_t e = 0;
+  while (e == 0) e = ++epoch & kMask;
+  return e;
 }
 
 // Rows of the A and SFA boxes (Fp8Gemm1d2dParams::a_box_rows): a tile never loads more rows than the
@@ -104,15 +114,15 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
   gemm::Fp8Gemm1d2dParams p;
   at::Tensor split_workspace;
   if (config.k_splits > 1) {
-    // Per call (caching allocator): concurrent GEMMs on other streams never share counters, and a
-    // CUDA graph captures the counters' zeroing with the kernel.
+    // Per call (caching allocator), so concurrent GEMMs on other streams never share it. The
+    // counters need no zeroing: a fresh epoch per launch (epoch_counter_arrive).
     const int64_t tiles = ((m + config.block_m - 1) / config.block_m) * ((n + config.block_n - 1) / config.block_n);
     const int64_t partials = tiles * config.k_splits * config.block_m * config.block_n;
-    split_workspace = at::empty({partials + tiles}, a.options().dtype(at::kFloat));
+    split_workspace = at::empty({partials + 2 * tiles}, a.options().dtype(at::kFloat));
     p.k_splits = config.k_splits;
     p.split_workspace = split_workspace.data_ptr<float>();
-    p.split_counters = reinterpret_cast<int*>(p.split_workspace + partials);
-    HK_CUDA_CHECK(cudaMemsetAsync(p.split_counters, 0, tiles * sizeof(int), c10::cuda::getCurrentCUDAStream()));
+    p.split_counters = reinterpret_cast<unsigned long long*>(p.split_workspace + partials);
+    p.split_epoch = next_launch_epoch();
   }
   set_a_2d(p, a, sfa, config.block_m);
   p.tma_b = make_tma_2d(b.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, n, fp8_row_stride(b), 128, config.block_n,

@@ -51,12 +51,7 @@ __device__ __forceinline__ bool split_k_fixup(const Fp8Gemm1d2dParams& p, typena
   }
   __threadfence();  // the partial is visible device-wide before the count says so
   named_barrier_sync(Fp8GemmBarrier::kSplitPartialsWritten, T::kMathThreads);
-  if (thread == 0) {
-    const int done = atomicAdd(p.split_counters + tile, 1);
-    const bool last = done == p.k_splits - 1;
-    if (last) p.split_counters[tile] = 0;  // ready for the next call (and CUDA-graph replays)
-    smem.split_is_last = last;
-  }
+  if (thread == 0) smem.split_is_last = epoch_counter_arrive(p.split_counters + tile, p.split_epoch, p.k_splits);
   named_barrier_sync(Fp8GemmBarrier::kSplitPartialsWritten, T::kMathThreads);
   if (!smem.split_is_last) return false;
   __threadfence();

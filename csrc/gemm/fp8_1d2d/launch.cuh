@@ -20,8 +20,9 @@ void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params_in, int num_sms, bool 
   // A contiguous-layout tile must not mix experts, whose segments are aligned to 128 rows only.
   HK_CHECK(kBlockM <= 128 || params.layout == GemmLayout::kNormal, "256-row tiles are for the normal layout only");
   HK_CHECK(params.k_splits == 1 || (kClusterM == 1 && params.layout == GemmLayout::kNormal &&
-                                    params.split_workspace != nullptr && params.split_counters != nullptr),
-           "split-K needs the normal layout, no cluster and a workspace");
+                                    params.split_workspace != nullptr && params.split_counters != nullptr &&
+                                    params.split_epoch != 0 && params.split_epoch < (1ull << 56) && params.k_splits < 256),
+           "split-K needs the normal layout, no cluster, a workspace, an epoch and fewer than 256 splits");
   HK_CHECK(params.a_box_rows >= 8 && params.a_box_rows <= kBlockM && params.a_box_rows % 8 == 0,
            "A box rows must be a multiple of 8 in [8, BLOCK_M], got ", params.a_box_rows);
   if (tiles == 0) return;

@@ -27,10 +27,12 @@ struct Fp8Gemm1d2dParams : GemmProblem {
   int sfa_rows_per_group = 0;  // masked: SFA TMA rows per group (⌈K/128⌉)
 
   // Split-K (normal layout, decode-sized M): each tile's K blocks are divided among k_splits CTAs.
-  // Each writes its FP32 partial to `split_workspace`; the last to finish a tile (counted in
-  // `split_counters`, which it resets to 0) sums the partials in split order and stores D.
-  float* split_workspace = nullptr;  // [tiles · k_splits · BLOCK_M · BLOCK_N]
-  int* split_counters = nullptr;     // [tiles], zero between calls
+  // Each writes its FP32 partial to `split_workspace` and arrives on the tile's counter
+  // (common/sync.cuh, epoch_counter_arrive: no zeroing before the launch); the last to arrive sums
+  // the partials in split order and stores D.
+  float* split_workspace = nullptr;              // [tiles · k_splits · BLOCK_M · BLOCK_N]
+  unsigned long long* split_counters = nullptr;  // [tiles], any contents
+  unsigned long long split_epoch = 0;            // nonzero, < 2^56, fresh for every launch
 };
 
 // Tile configurations compiled into the library (one instantiation file each).
