@@ -139,9 +139,9 @@ def test_1d2d_every_config(cuda, monkeypatch, m, n, k, bm, bn, cm):
 
 @pytest.mark.parametrize("recipe", [None, RECIPE_1D1D], ids=["1d2d", "1d1d"])
 def test_single_row_a_with_any_row_stride(cuda, recipe):
-    """A [1, K] taken from a buffer whose rows are not 16-byte multiples apart (row stride K + 8): the
-    stride of a one-row dimension is never stepped over, so the Python checks and both ops accept it,
-    and the ops hand TMA a valid stride of their own (ops/checks.h fp8_row_stride)."""
+    """A [1, K] and D [1, N] taken from buffers whose rows are not 16-byte multiples apart: the stride
+    of a one-row dimension is never stepped over, so the Python checks and both ops accept it, and
+    the ops hand TMA a valid stride of their own (ops/checks.h fp8_row_stride, row_stride)."""
     k, n = 512, 256
     gen = _gen(cuda, "single_row", recipe)
     a, b = _operand(gen, 1, k, 1), _operand(gen, n, k, 1 if recipe else 128)
@@ -153,7 +153,9 @@ def test_single_row_a_with_any_row_stride(cuda, recipe):
     assert a_view.stride(0) % 16 and a_view.data_ptr() % 16 == 0
     out = torch.float32 if recipe else torch.bfloat16
     c = torch.randn(1, n, generator=gen, device=cuda) if recipe else None
-    d = poison_(torch.empty(1, n, dtype=out, device=cuda))
+    # D, too, is one row of a tensor whose rows are not 16 bytes apart.
+    d = poison_(torch.empty(2, n + 2, dtype=out, device=cuda))[:1, :n]
+    assert (d.stride(0) * d.element_size()) % 16
     hopperkit.fp8_gemm_nt((a_view, sfa), (b_fp8, sfb), d, c=c, recipe=recipe)
     reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, c, recipe=recipe or (1, 128, 128), out_dtype=torch.float32)
     unquantized = a.float() @ b.float().t() + (0 if c is None else c)

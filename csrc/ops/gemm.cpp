@@ -51,10 +51,12 @@ void check_sfa_2d(const at::Tensor& sfa, int64_t m, int64_t k_blocks) {
                  "), see get_mn_major_tma_aligned_tensor), got shape ", sfa.sizes(), " strides ", sfa.strides());
 }
 
-// A row-major BF16 D [M, N] that TMA can store to and whose elements are distinct.
+// A row-major BF16 D [M, N] that TMA can store to and whose elements are distinct. As for the FP8
+// operands, the row stride of a one-row D is never stepped over and is not checked (the Python
+// checks agree); its map takes row_stride(d), never stride(0).
 void check_d_2d(const at::Tensor& d, int64_t m, int64_t n) {
   check_cuda_tensor(d, "d", at::kBFloat16);
-  HK_CHECK_VALUE(d.dim() == 2 && d.size(0) == m && d.size(1) == n && d.stride(1) == 1 && d.stride(0) % 8 == 0 &&
+  HK_CHECK_VALUE(d.dim() == 2 && d.size(0) == m && d.size(1) == n && d.stride(1) == 1 && (m <= 1 || d.stride(0) % 8 == 0) &&
                      reinterpret_cast<uintptr_t>(d.data_ptr()) % 16 == 0,
                  "d must be a row-major [", m, ", ", n, "] bf16 tensor with 16-byte aligned rows, got shape ", d.sizes(),
                  " strides ", d.strides());
@@ -74,7 +76,7 @@ void set_a_2d(gemm::Fp8Gemm1d2dParams& p, const at::Tensor& a, const at::Tensor&
 
 // D is written by TMA stores of one math warpgroup's rows (gemm/tile_store.h); boxes clip at D's edges.
 CUtensorMap d_map_2d(const at::Tensor& d) {
-  return make_tma_2d(d.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, d.size(1), d.size(0), d.stride(0),
+  return make_tma_2d(d.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, d.size(1), d.size(0), row_stride(d),
                      gemm::kStoreBoxCols, gemm::kStoreBoxRows, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
