@@ -124,6 +124,21 @@ def test_contiguous_forced_tiles(monkeypatch):
         _contiguous_case(4, 256, 576, 512, psum=False)
 
 
+def test_masked_256_row_tiles(monkeypatch):
+    # 256-row tiles on the masked layout: groups with no rows, fewer than one 64-row wave, one
+    # 128-row half, and more than one 256-row block.
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", "256,128,1")
+    g, n, k = 6, 576, 448
+    counts = [0, 37, 128, 300, 256, 129]
+    m_max = max(counts) + 19
+    a, a_fp8, sfa, b, b_fp8, sfb = _masked_inputs(g, m_max, n, k, seed=4)
+    masked_m = torch.tensor(counts, dtype=torch.int32)
+    dead = _poison_masked_rows(a_fp8, sfa, masked_m)
+    d = poison_(torch.empty(g, m_max, n, dtype=torch.bfloat16, device="cuda"))
+    hopperkit.m_grouped_fp8_gemm_nt_masked((a_fp8, sfa), (b_fp8, sfb), d, masked_m.cuda(), 256)
+    _check_masked(d, a, a_fp8, sfa, b, b_fp8, sfb, masked_m, dead)
+
+
 def _masked_inputs(g: int, m_max: int, n: int, k: int, seed: int = 0):
     gen = _gen("masked", g, m_max, n, k, seed)
     a = _operand(gen, g, m_max, k)

@@ -43,9 +43,11 @@ inline TileCandidate pick_tile_by_waves(const TileCandidate (&candidates)[kCount
 // FP8 1d2d: the compiled tile with the lowest modelled time (pick_tile_by_waves). Small tiles balance
 // the last wave better but feed the tensor cores less per byte of shared memory.
 // `m` is the row count of one problem; `groups` independent problems of that size share the grid
-// (the masked MoE layout). Clusters and 256-row tiles are for the normal layout only (a contiguous
-// layout's expert segments are aligned to 128 rows).
-inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, int groups = 1, bool normal_layout = true) {
+// (the masked MoE layout). Clusters are for the normal layout only (B multicast pairs vertically
+// adjacent tiles, which in the grouped layouts may belong to two experts), 256-row tiles for all
+// but the contiguous layout (whose expert segments are aligned to 128 rows).
+inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, GemmLayout layout = GemmLayout::kNormal,
+                                                int groups = 1) {
   // PERF (H200). The kernel runs at the power limit, so a tile's efficiency is mostly its operand
   // bytes per FLOP. Same-run TFLOPS, 128x192 / 128x128 (both with multicast): 4096x7168x16384
   // 1272 / 1250, 4096x24576x1536 1029-1106 / 959-1046, 4096x2112x7168 1111-1144 / 964-1004,
@@ -56,15 +58,17 @@ inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, int g
   // 1056-1102, 4096x32768x512 733-762 / 657-685 / 732-768, 4096x2112x7168 913 / 993 / 1158-1166
   // (3 waves for 256x128): 1.08-1.16x fitted for 256x128. Earlier single runs: 64x128 0.69x,
   // 128x64 0.64x, 64x64 0.5x of 128x128. Ties go to the earlier entry. Decode-sized M (one M block)
-  // prefers 64-row tiles (more CTAs in flight).
+  // prefers 64-row tiles (more CTAs in flight). Masked 4x256 groups, 4096x7168: 256x128 986-989 /
+  // 128x128 901-912; 7168x2048: 741-742 / 666-673.
   static constexpr TileCandidate kCandidates[] = {
       {128, 128, 1.0}, {128, 192, 1.08}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}, {256, 128, 1.12}};
-  const TileCandidate tile = pick_tile_by_waves(kCandidates, m, n, num_sms, groups, normal_layout && groups == 1);
+  const TileCandidate tile =
+      pick_tile_by_waves(kCandidates, m, n, num_sms, groups, layout != GemmLayout::kMGroupedContiguous);
   Fp8Gemm1d2dConfig best{tile.block_m, tile.block_n, 1};
   // Multicast B across CTA pairs on adjacent M blocks whenever every pair has a partner: it halves
   // B's share of L2 traffic. PERF (H200): measured equal to no multicast on the M = 4096 shapes.
   const int m_blocks = (m + best.block_m - 1) / best.block_m;
-  if (normal_layout && groups == 1 && best.block_m >= 128 && m_blocks % 2 == 0) best.cluster_m = 2;
+  if (layout == GemmLayout::kNormal && best.block_m >= 128 && m_blocks % 2 == 0) best.cluster_m = 2;
   return best;
 }
 

@@ -195,11 +195,12 @@ void m_grouped_fp8_gemm_nt_contiguous_1d2d(const at::Tensor& a, const at::Tensor
   check_sm90(a);
   c10::cuda::CUDAGuard guard(a.device());
 
-  gemm::Fp8Gemm1d2dConfig config = gemm::choose_fp8_1d2d_config(static_cast<int>(m), static_cast<int>(n),
-                                                                static_cast<int>(num_sms), 1, /*normal_layout=*/false);
+  gemm::Fp8Gemm1d2dConfig config = gemm::choose_fp8_1d2d_config(
+      static_cast<int>(m), static_cast<int>(n), static_cast<int>(num_sms), gemm::GemmLayout::kMGroupedContiguous);
   apply_config_override(config);
   HK_CHECK_VALUE(config.cluster_m == 1 && config.block_m <= 128,
-                 "the grouped GEMMs run without clusters and with BLOCK_M <= 128 (HOPPERKIT_FP8_GEMM_CONFIG)");
+                 "the contiguous GEMM runs without clusters and with BLOCK_M <= 128, the expert segment alignment "
+                 "(HOPPERKIT_FP8_GEMM_CONFIG)");
   gemm::Fp8Gemm1d2dParams p;
   p.layout = gemm::GemmLayout::kMGroupedContiguous;
   set_a_2d(p, a, sfa, config.block_m);
@@ -254,10 +255,9 @@ void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sf
 
   gemm::Fp8Gemm1d2dConfig config =
       gemm::choose_fp8_1d2d_config(static_cast<int>(std::min(expected_m, m_max)), static_cast<int>(n),
-                                   static_cast<int>(num_sms), static_cast<int>(g), /*normal_layout=*/false);
+                                   static_cast<int>(num_sms), gemm::GemmLayout::kMGroupedMasked, static_cast<int>(g));
   apply_config_override(config);
-  HK_CHECK_VALUE(config.cluster_m == 1 && config.block_m <= 128,
-                 "the grouped GEMMs run without clusters and with BLOCK_M <= 128 (HOPPERKIT_FP8_GEMM_CONFIG)");
+  HK_CHECK_VALUE(config.cluster_m == 1, "the masked GEMM runs without clusters (HOPPERKIT_FP8_GEMM_CONFIG)");
   gemm::Fp8Gemm1d2dParams p;
   p.layout = gemm::GemmLayout::kMGroupedMasked;
   {
