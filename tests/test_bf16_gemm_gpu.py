@@ -27,7 +27,7 @@ import torch
 import hopperkit
 from hopperkit import _ops
 from hopperkit.reference import gemm as ref_gemm
-from hopperkit.testing import calc_diff, poison_
+from hopperkit.testing import calc_diff, poison_, seeded_generator
 
 pytestmark = pytest.mark.gpu
 
@@ -43,10 +43,6 @@ def _sm90():
         pytest.skip("needs a CUDA device")
     if not _ops.use_kernel("bf16_gemm_nt", torch.device("cuda")):
         pytest.skip("the BF16 GEMM kernel needs an SM90 device and the built extension")
-
-
-def _gen(*key: object) -> torch.Generator:
-    return torch.Generator(device="cuda").manual_seed(zlib.crc32(repr(key).encode()))
 
 
 def _randn(gen: torch.Generator, *shape: int) -> torch.Tensor:
@@ -65,7 +61,7 @@ def _check(name: str, d: torch.Tensor, ref: torch.Tensor) -> None:
 
 
 def _run_dense(m, n, k, major_a="k", major_b="k", out=torch.bfloat16, c_mode="none", key=()):
-    gen = _gen("dense", m, n, k, major_a, major_b, out, c_mode, *key)
+    gen = seeded_generator("cuda", "dense", m, n, k, major_a, major_b, out, c_mode, *key)
     a = _operand(gen, m, k, major_a)
     b = _operand(gen, n, k, major_b)
     c = None if c_mode == "none" else _randn(gen, m, n).to(out)
@@ -115,7 +111,7 @@ def test_every_instantiation(block_m, block_n, major_a, major_b, monkeypatch, fo
 def test_aliases_are_views(forbid_reference):
     """nn/tn/tt pass transposed views: the same result as nt on copies."""
     forbid_reference("bf16_gemm_nt")
-    gen = _gen("aliases")
+    gen = seeded_generator("cuda", "aliases")
     m, n, k = 304, 512, 320
     a, b = _randn(gen, m, k), _randn(gen, n, k)
     want = ref_gemm.bf16_gemm_nt(a, b, None)
@@ -147,7 +143,7 @@ def test_edge_sizes(m, n, k, kernel, major_a, major_b, forbid_reference):
 def test_odd_n_into_padded_d(forbid_reference):
     """N = 7 (B K-major, D a view of 8-wide rows): the last column pair is cut by N."""
     forbid_reference("bf16_gemm_nt")
-    gen = _gen("odd_n")
+    gen = seeded_generator("cuda", "odd_n")
     a, b = _randn(gen, 130, 200), _randn(gen, 7, 200)
     for out in (torch.bfloat16, torch.float32):
         full = poison_(torch.empty(130, 8, dtype=out, device="cuda"))
@@ -165,7 +161,7 @@ def test_strided_operands(major, pad, forbid_reference):
     reference."""
     if pad % 8 == 0:
         forbid_reference("bf16_gemm_nt")
-    gen = _gen("strided", major, pad)
+    gen = seeded_generator("cuda", "strided", major, pad)
     m, n, k = 264, 384, 520
     if major == "k":
         a = _randn(gen, m, k + pad)[:, :k]
@@ -202,7 +198,7 @@ def _k_major_empty(rows: int) -> torch.Tensor:
 def test_op_k_zero(out):
     """The op's own K = 0 branch (the Python API answers K = 0 itself): D = 0 without C, D = C with a
     separate C, D unchanged when C is D."""
-    gen = _gen("op_k0", out)
+    gen = seeded_generator("cuda", "op_k0", out)
     a, b = _k_major_empty(40), _k_major_empty(24)
     op = torch.ops.hopperkit.bf16_gemm
     sms = hopperkit.get_num_sms()
@@ -221,7 +217,7 @@ def test_op_k_zero(out):
 @pytest.mark.parametrize("out,c_mode", [(torch.bfloat16, "none"), (torch.float32, "c")])
 def test_op_pdl(out, c_mode):
     """pdl=True (programmatic dependent launch: the kernel waits for its predecessor in the stream)."""
-    gen = _gen("op_pdl", out, c_mode)
+    gen = seeded_generator("cuda", "op_pdl", out, c_mode)
     m, n, k = 136, 264, 520
     a, b = _randn(gen, m, k), _randn(gen, n, k)
     c = None if c_mode == "none" else _randn(gen, m, n).to(out)
@@ -233,7 +229,7 @@ def test_op_pdl(out, c_mode):
 def test_c_overlapping_d_is_refused(forbid_reference):
     """C must be D itself or share no memory with D (the epilogue reads C(r, c) and writes D(r, c) in
     one thread); the op and the Python API both refuse a partial overlap, naming c."""
-    gen = _gen("c_overlap")
+    gen = seeded_generator("cuda", "c_overlap")
     m, n, k = 64, 128, 256
     a, b = _randn(gen, m, k), _randn(gen, n, k)
     buf = _randn(gen, m + 1, n)
@@ -262,7 +258,7 @@ def test_c_overlapping_d_is_refused(forbid_reference):
 
 def test_repeatable(forbid_reference):
     forbid_reference("bf16_gemm_nt")
-    gen = _gen("repeat")
+    gen = seeded_generator("cuda", "repeat")
     a, b = _randn(gen, 1000, 2048), _randn(gen, 3000, 2048)
     d0 = torch.empty(1000, 3000, dtype=torch.bfloat16, device="cuda")
     hopperkit.bf16_gemm_nt(a, b, d0)
@@ -273,7 +269,7 @@ def test_repeatable(forbid_reference):
 
 
 def test_opcheck():
-    gen = _gen("opcheck")
+    gen = seeded_generator("cuda", "opcheck")
     a, b = _randn(gen, 64, 128), _randn(gen, 256, 128)
     d = torch.empty(64, 256, dtype=torch.float32, device="cuda")
     c = torch.randn(64, 256, device="cuda")
@@ -286,7 +282,7 @@ def test_opcheck():
 
 
 def _contiguous_case(g: int, expected: int, n: int, k: int):
-    gen = _gen("contiguous", g, expected, n, k)
+    gen = seeded_generator("cuda", "contiguous", g, expected, n, k)
     rnd = random.Random(zlib.crc32(repr(("c", g, expected, n, k)).encode()))
     counts = [int(expected * rnd.uniform(0.7, 1.3)) for _ in range(g)]
     if g > 2:
@@ -319,7 +315,7 @@ def test_contiguous(g, expected, n, k, forbid_reference):
 
 
 def _masked_case(g, m_max, n, k, counts, seed=0):
-    gen = _gen("masked", g, m_max, n, k, seed)
+    gen = seeded_generator("cuda", "masked", g, m_max, n, k, seed)
     a = _randn(gen, g, m_max, k)
     b = _randn(gen, g, n, k)
     masked_m = torch.tensor(counts, dtype=torch.int32, device="cuda")
@@ -379,7 +375,7 @@ def test_masked_cuda_graph_replay(forbid_reference):
 
 
 def test_op_rejects_bad_input():
-    gen = _gen("bad")
+    gen = seeded_generator("cuda", "bad")
     a, b = _randn(gen, 64, 128), _randn(gen, 256, 128)
     d = torch.empty(64, 256, dtype=torch.bfloat16, device="cuda")
     op = torch.ops.hopperkit.bf16_gemm

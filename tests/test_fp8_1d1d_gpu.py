@@ -26,7 +26,7 @@ import torch
 import hopperkit
 from hopperkit import _ops
 from hopperkit.reference import gemm as ref_gemm
-from hopperkit.testing import calc_diff, poison_
+from hopperkit.testing import block_scaled_randn, calc_diff, poison_, seeded_generator
 
 pytestmark = pytest.mark.gpu
 
@@ -55,19 +55,6 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _gen(device: torch.device, *key: object) -> torch.Generator:
-    """A CUDA generator seeded from the case (crc32, so the seed is the same in every process)."""
-    return torch.Generator(device=device).manual_seed(zlib.crc32(repr(key).encode()))
-
-
-def _operand(gen: torch.Generator, rows: int, cols: int) -> torch.Tensor:
-    """BF16 randn [rows, cols] with each 1×128 scale block multiplied by exp(0.5·z): the scales differ
-    enough from block to block that a wrong row, column or K block of scales fails the checks."""
-    factor = torch.exp(0.5 * torch.randn(rows, cdiv(cols, 128), generator=gen, device=gen.device))
-    factor = factor.repeat_interleave(128, 1)[:, :cols]
-    return (torch.randn(rows, cols, generator=gen, device=gen.device) * factor).to(torch.bfloat16)
-
-
 def _check(name: str, d: torch.Tensor, unquantized: torch.Tensor, reference: torch.Tensor) -> None:
     assert not torch.isnan(d).any(), f"{name}: NaN in D ({int(torch.isnan(d).sum())} elements unwritten?)"
     diff = calc_diff(d, unquantized)
@@ -77,8 +64,8 @@ def _check(name: str, d: torch.Tensor, unquantized: torch.Tensor, reference: tor
 
 
 def _dense_case(device, m, n, k, *key):
-    gen = _gen(device, "1d1d", m, n, k, *key)
-    a, b = _operand(gen, m, k), _operand(gen, n, k)
+    gen = seeded_generator(device, "1d1d", m, n, k, *key)
+    a, b = block_scaled_randn(gen, m, k), block_scaled_randn(gen, n, k)
     c0 = torch.randn(m, n, generator=gen, device=device) * 32
     return a, b, hopperkit.per_token_cast_to_fp8(a), hopperkit.per_token_cast_to_fp8(b), c0
 
@@ -149,7 +136,7 @@ def test_dense_row_padded_d_and_c(cuda, kernel_only):
 
 def test_dense_k0_and_empty(cuda):
     """K = 0 gives D = C; M = 0 or N = 0 writes nothing."""
-    gen = _gen(cuda, "k0")
+    gen = seeded_generator(cuda, "k0")
     c = torch.randn(64, 256, generator=gen, device=cuda)
     d = poison_(torch.empty_like(c))
     # Empty K-major views of 16-byte aligned rows (a bare empty(64, 0) has row stride 1).
@@ -231,7 +218,7 @@ def test_dense_op_k0(cuda):
     d = poison_(torch.empty(m, n, device=cuda))
     op(a, sfa, b, sfb, d, None, sms, False)
     assert torch.equal(d, torch.zeros_like(d)), "K = 0 without C must give D = 0"
-    c = torch.randn(m, n, generator=_gen(cuda, "op_k0"), device=cuda)
+    c = torch.randn(m, n, generator=seeded_generator(cuda, "op_k0"), device=cuda)
     d = poison_(torch.empty(m, n, device=cuda))
     op(a, sfa, b, sfb, d, c, sms, False)
     assert torch.equal(d, c), "K = 0 with C must give D = C"
@@ -258,9 +245,9 @@ def test_dense_op_pdl(cuda):
 
 def _k_grouped_case(device, m, n, ks, *key):
     """Per group g: A_g [M, ks[g]], B_g [N, ks[g]] (BF16 and quantized), packed as the op takes them."""
-    gen = _gen(device, "k-grouped", m, n, tuple(ks), *key)
-    a_parts = [_operand(gen, m, kg) for kg in ks]
-    b_parts = [_operand(gen, n, kg) for kg in ks]
+    gen = seeded_generator(device, "k-grouped", m, n, tuple(ks), *key)
+    a_parts = [block_scaled_randn(gen, m, kg) for kg in ks]
+    b_parts = [block_scaled_randn(gen, n, kg) for kg in ks]
     aq = [hopperkit.per_token_cast_to_fp8(p) for p in a_parts]
     bq = [hopperkit.per_token_cast_to_fp8(p) for p in b_parts]
     a8 = torch.cat([x.flatten() for x, _ in aq])

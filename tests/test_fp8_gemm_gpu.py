@@ -19,14 +19,13 @@ on the GPU.
 from __future__ import annotations
 
 import math
-import zlib
 
 import pytest
 import torch
 
 import hopperkit
 from hopperkit.reference import gemm as ref_gemm
-from hopperkit.testing import calc_diff, poison_
+from hopperkit.testing import block_scaled_randn, calc_diff, poison_, seeded_generator
 
 pytestmark = pytest.mark.gpu
 
@@ -44,31 +43,13 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _gen(device: torch.device, *key: object) -> torch.Generator:
-    """A CUDA generator seeded from the case (crc32, so the seed is the same in every process)."""
-    return torch.Generator(device=device).manual_seed(zlib.crc32(repr(key).encode()))
-
-
 def _randn(gen: torch.Generator, *shape: int, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
     return torch.randn(*shape, generator=gen, device=gen.device, dtype=dtype)
 
 
-def _operand(gen: torch.Generator, rows: int, cols: int, block_rows: int) -> torch.Tensor:
-    """BF16 randn [rows, cols] with each scale block (``block_rows`` × 128) multiplied by exp(0.5·z).
-
-    With plain randn every block's amax, hence every scale, is within a few percent of the others, and
-    a kernel that applies the wrong block's scale stays within 1e-5 of the reference (measured: a
-    swapped SFB block row moved calc_diff by 3e-7). The spread makes such a bug cost > 1e-2, and leaves
-    the quantization error (calc_diff ≈ 6.8e-4 vs the unquantized product) as it is for plain randn.
-    """
-    factor = torch.exp(0.5 * torch.randn(cdiv(rows, block_rows), cdiv(cols, 128), generator=gen, device=gen.device))
-    factor = factor.repeat_interleave(block_rows, 0)[:rows].repeat_interleave(128, 1)[:, :cols]
-    return (torch.randn(rows, cols, generator=gen, device=gen.device) * factor).to(torch.bfloat16)
-
-
 def _inputs_1d2d(device, m, n, k, *key):
-    gen = _gen(device, "1d2d", m, n, k, *key)
-    a, b = _operand(gen, m, k, 1), _operand(gen, n, k, 128)
+    gen = seeded_generator(device, "1d2d", m, n, k, *key)
+    a, b = block_scaled_randn(gen, m, k), block_scaled_randn(gen, n, k, block_rows=128)
     return a, b, hopperkit.per_token_cast_to_fp8(a), hopperkit.per_block_cast_to_fp8(b)
 
 
@@ -143,8 +124,8 @@ def test_single_row_a_with_any_row_stride(cuda, recipe):
     of a one-row dimension is never stepped over, so the Python checks and both ops accept it, and
     the ops hand TMA a valid stride of their own (ops/checks.h fp8_row_stride, row_stride)."""
     k, n = 512, 256
-    gen = _gen(cuda, "single_row", recipe)
-    a, b = _operand(gen, 1, k, 1), _operand(gen, n, k, 1 if recipe else 128)
+    gen = seeded_generator(cuda, "single_row", recipe)
+    a, b = block_scaled_randn(gen, 1, k), block_scaled_randn(gen, n, k, block_rows=1 if recipe else 128)
     a_fp8, sfa = hopperkit.per_token_cast_to_fp8(a)
     b_fp8, sfb = hopperkit.per_token_cast_to_fp8(b) if recipe else hopperkit.per_block_cast_to_fp8(b)
     wide = torch.zeros(2, k + 8, dtype=torch.uint8, device=cuda).view(FP8)
@@ -172,8 +153,8 @@ SHAPES_1D1D = ((128, 2112, 7168), (4096, 7168, 2048), (7, 576, 320), (100, 200, 
 @pytest.mark.parametrize("in_place", [True, False], ids=["c_is_d", "c_separate"])
 @pytest.mark.parametrize("m,n,k", SHAPES_1D1D, ids=[f"M{m}-N{n}-K{k}" for m, n, k in SHAPES_1D1D])
 def test_1d1d_accumulate(cuda, m, n, k, in_place):
-    gen = _gen(cuda, "1d1d", m, n, k, in_place)
-    a, b = _operand(gen, m, k, 1), _operand(gen, n, k, 1)
+    gen = seeded_generator(cuda, "1d1d", m, n, k, in_place)
+    a, b = block_scaled_randn(gen, m, k), block_scaled_randn(gen, n, k)
     c0 = _randn(gen, m, n, dtype=torch.float32) * 32
     a_fp8, sfa = hopperkit.per_token_cast_to_fp8(a)
     b_fp8, sfb = hopperkit.per_token_cast_to_fp8(b)
@@ -201,7 +182,7 @@ def test_1d1d_accumulate(cuda, m, n, k, in_place):
 def test_empty_is_noop(cuda, m, n, recipe):
     k = 7168
     kb = cdiv(k, 128)
-    gen = _gen(cuda, "empty", m, n, recipe)
+    gen = seeded_generator(cuda, "empty", m, n, recipe)
     a_fp8 = _randn(gen, m, k).to(FP8)
     b_fp8 = _randn(gen, n, k).to(FP8)
     sfa = torch.rand(m, kb, generator=gen, device=cuda) + 0.5
@@ -270,9 +251,9 @@ def test_1d2d_layouts_same_result(cuda, m, n, k, layout):
 
 @pytest.mark.parametrize("m,n,k", [(100, 2112, 7168), (7, 200, 320)], ids=["M100-N2112-K7168", "M7-N200-K320"])
 def test_1d1d_layouts_same_result(cuda, m, n, k):
-    gen = _gen(cuda, "1d1d-layout", m, n, k)
-    a_fp8, sfa = hopperkit.per_token_cast_to_fp8(_operand(gen, m, k, 1))
-    b_fp8, sfb = hopperkit.per_token_cast_to_fp8(_operand(gen, n, k, 1))
+    gen = seeded_generator(cuda, "1d1d-layout", m, n, k)
+    a_fp8, sfa = hopperkit.per_token_cast_to_fp8(block_scaled_randn(gen, m, k))
+    b_fp8, sfb = hopperkit.per_token_cast_to_fp8(block_scaled_randn(gen, n, k))
     c = _randn(gen, m, n, dtype=torch.float32) * 32
     results = []
     for sa, sb in ((sfa, sfb), (sfa.contiguous(), sfb.contiguous()), (_nan_padded(sfa.contiguous(), 3), _mn_major_exact(sfb))):
@@ -294,9 +275,9 @@ REPEAT_SHAPES = ((4096, 7168, 2048, "1d2d"), (64, 7168, 16384, "1d2d"), (4097, 2
 
 @pytest.mark.parametrize("m,n,k,recipe", REPEAT_SHAPES, ids=[f"{r}-M{m}-N{n}-K{k}" for m, n, k, r in REPEAT_SHAPES])
 def test_repeatable_bitwise(cuda, m, n, k, recipe):
-    gen = _gen(cuda, "repeat", m, n, k, recipe)
-    a_fp8, sfa = hopperkit.per_token_cast_to_fp8(_operand(gen, m, k, 1))
-    b = _operand(gen, n, k, 128 if recipe == "1d2d" else 1)
+    gen = seeded_generator(cuda, "repeat", m, n, k, recipe)
+    a_fp8, sfa = hopperkit.per_token_cast_to_fp8(block_scaled_randn(gen, m, k))
+    b = block_scaled_randn(gen, n, k, block_rows=128 if recipe == "1d2d" else 1)
     if recipe == "1d2d":
         b_fp8, sfb = hopperkit.per_block_cast_to_fp8(b)
         dtype, c, rec = torch.bfloat16, None, None
@@ -355,7 +336,7 @@ def test_split_k_cuda_graph_replay(cuda, monkeypatch):
     with torch.cuda.graph(graph):
         call()
     for replay in range(4):
-        x = _operand(_gen(cuda, "split graph", replay), m, k, 1)
+        x = block_scaled_randn(seeded_generator(cuda, "split graph", replay), m, k)
         x_fp8, x_sf = hopperkit.per_token_cast_to_fp8(x)
         a_in.copy_(x_fp8)
         sfa_in.copy_(x_sf)

@@ -22,7 +22,7 @@ import torch
 
 import hopperkit
 from hopperkit.reference import gemm as ref_gemm
-from hopperkit.testing import calc_diff, poison_
+from hopperkit.testing import block_scaled_randn, calc_diff, poison_, seeded_generator
 
 pytestmark = pytest.mark.gpu
 
@@ -30,17 +30,6 @@ NKS = ((6144, 7168), (7168, 3072), (4096, 4096), (4096, 2048))
 QUANT_TOL = 1e-3
 REF_TOL = 1e-5
 ALIGN = 128
-
-
-def _gen(*key: object) -> torch.Generator:
-    return torch.Generator(device="cuda").manual_seed(zlib.crc32(repr(key).encode()))
-
-
-def _operand(gen: torch.Generator, *shape: int) -> torch.Tensor:
-    """BF16 randn with a random magnitude per 128-column block (a misapplied scale shows)."""
-    x = torch.randn(*shape, generator=gen, device="cuda")
-    f = torch.exp(0.5 * torch.randn(*shape[:-1], -(-shape[-1] // 128), generator=gen, device="cuda"))
-    return (x * f.repeat_interleave(128, -1)[..., : shape[-1]]).to(torch.bfloat16)
 
 
 def _quant_b(b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -61,7 +50,7 @@ def _check_rows(name: str, d: torch.Tensor, a: torch.Tensor, a_fp8, sfa, b: torc
 
 
 def _contiguous_case(g: int, expected: int, n: int, k: int, psum: bool, seed: int = 0):
-    gen = _gen("contiguous", g, expected, n, k, seed)
+    gen = seeded_generator("cuda", "contiguous", g, expected, n, k, seed)
     rnd = random.Random(zlib.crc32(repr(("c", g, expected, n, k, seed)).encode()))
     counts = [int(expected * rnd.uniform(0.7, 1.3)) for _ in range(g)]
     if g > 2:
@@ -74,8 +63,8 @@ def _contiguous_case(g: int, expected: int, n: int, k: int, psum: bool, seed: in
     m_indices = torch.full((m,), -1, dtype=torch.int32)
     for e, (s, c) in enumerate(zip(starts, counts)):
         m_indices[s : s + c] = e
-    a = _operand(gen, m, k)
-    b = _operand(gen, g, n, k)
+    a = block_scaled_randn(gen, m, k)
+    b = block_scaled_randn(gen, g, n, k)
     a_fp8, sfa = hopperkit.per_token_cast_to_fp8(a)
     b_fp8, sfb = _quant_b(b)
     pad = (m_indices == -1).cuda()
@@ -140,9 +129,9 @@ def test_masked_256_row_tiles(monkeypatch):
 
 
 def _masked_inputs(g: int, m_max: int, n: int, k: int, seed: int = 0):
-    gen = _gen("masked", g, m_max, n, k, seed)
-    a = _operand(gen, g, m_max, k)
-    b = _operand(gen, g, n, k)
+    gen = seeded_generator("cuda", "masked", g, m_max, n, k, seed)
+    a = block_scaled_randn(gen, g, m_max, k)
+    b = block_scaled_randn(gen, g, n, k)
     pairs = [hopperkit.per_token_cast_to_fp8(a[i]) for i in range(g)]
     a_fp8, sfa = torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs])
     b_fp8, sfb = _quant_b(b)

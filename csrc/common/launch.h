@@ -19,6 +19,23 @@ struct LaunchConfig {
   int cluster_x = 1;
 };
 
+// A persistent kernel's launch: one CTA per SM, no more CTAs than work units, the grid a whole
+// number of clusters; block size and dynamic shared memory from the kernel's traits T (kThreads,
+// kSmemBytes). Returns a config with an empty grid when there is no work.
+template <class T>
+LaunchConfig persistent_launch_config(long units, int num_sms, int cluster_x, bool pdl, cudaStream_t stream) {
+  LaunchConfig cfg;
+  long grid = units < num_sms ? units : num_sms;
+  grid -= grid % cluster_x;
+  cfg.grid = dim3(static_cast<unsigned>(grid));
+  cfg.block = dim3(T::kThreads);
+  cfg.smem_bytes = T::kSmemBytes;
+  cfg.stream = stream;
+  cfg.pdl = pdl;
+  cfg.cluster_x = cluster_x;
+  return cfg;
+}
+
 template <typename... KernelArgs, typename... Args>
 void launch_kernel(void (*kernel)(KernelArgs...), const LaunchConfig& cfg, Args&&... args) {
   if (cfg.smem_bytes > 48 * 1024) {

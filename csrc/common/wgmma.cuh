@@ -146,6 +146,23 @@ __device__ __forceinline__ void fence_accumulators(float (&acc)[Size]) {
   for (int i = 0; i < Size; ++i) cute::warpgroup_fence_operand(acc[i]);
 }
 
+// One 128-wide FP8 K block of a 64×N product as one committed wgmma batch: 4 wgmmas of K = 32, the
+// first starting from zero, so `acc` receives this K block's partial sum alone (the two-level
+// accumulation of the block-scaled GEMMs promotes it on the CUDA cores). desc_a / desc_b: K-major
+// 128B-swizzled tiles (smem_desc_k_major_sw128). Returns without waiting.
+template <int N>
+__device__ __forceinline__ void issue_fp8_k_block(uint64_t desc_a, uint64_t desc_b, float (&acc)[N / 2]) {
+  fence_accumulators(acc);
+  cute::warpgroup_arrive();
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    // 32 FP8 elements = 32 bytes further along the swizzled row: +2 in descriptor units.
+    wgmma_fp8<N>(desc_a + 2 * k, desc_b + 2 * k, acc, k > 0);
+  }
+  cute::warpgroup_commit_batch();
+  fence_accumulators(acc);
+}
+
 // The same for the A registers of an RS wgmma: the hardware reads them asynchronously, so they must
 // stay live and unmodified until a wgmma wait covers the instruction.
 template <int Size>

@@ -5,6 +5,8 @@
   plus a whole-tensor cosine bound.
 - ``poison_``: fill an output with NaN (or a sentinel for integer tensors) before a kernel runs, so
   an element the kernel forgot to write cannot pass.
+- ``seeded_generator``, ``block_scaled_randn``: reproducible random GEMM operands whose scale blocks
+  differ in magnitude, so that a kernel applying a wrong block's scale fails its checks.
 - ``paged_decode_inputs``: random MLA decode inputs over a paged cache, with NaN in unused slots.
 - ``bench``: CUDA-event timing with an L2 flush before every timed call.
 """
@@ -12,11 +14,13 @@
 from __future__ import annotations
 
 import math
+import zlib
 from typing import Callable, Optional
 
 import torch
 
-__all__ = ["calc_diff", "cos_diff", "assert_close", "poison_", "paged_decode_inputs", "bench", "L2Flusher"]
+__all__ = ["calc_diff", "cos_diff", "assert_close", "poison_", "seeded_generator", "block_scaled_randn",
+           "paged_decode_inputs", "bench", "L2Flusher"]
 
 
 def calc_diff(x: torch.Tensor, y: torch.Tensor) -> float:
@@ -92,6 +96,29 @@ def poison_(t: torch.Tensor) -> torch.Tensor:
     else:
         t.fill_(torch.iinfo(t.dtype).max // 2 + 12345 if t.dtype != torch.uint8 else 0xA5)
     return t
+
+
+def seeded_generator(device: "torch.device | str", *key: object) -> torch.Generator:
+    """A generator on ``device`` seeded from ``key`` (crc32 of its repr, so a case draws the same data
+    in every process, whatever ran before it)."""
+    return torch.Generator(device=device).manual_seed(zlib.crc32(repr(key).encode()))
+
+
+def block_scaled_randn(gen: torch.Generator, *shape: int, block_rows: int = 1) -> torch.Tensor:
+    """BF16 randn of ``shape`` with each (``block_rows`` × 128) block of the last two dimensions
+    multiplied by exp(0.5·z), z standard normal per block.
+
+    With plain randn every block's amax, hence every FP8 scale, is within a few percent of the others,
+    and a kernel that applies the wrong block's scale stays within 1e-5 of the reference (measured: a
+    swapped SFB block row moved calc_diff by 3e-7). The spread makes such a bug cost > 1e-2 and leaves
+    the quantization error (calc_diff ≈ 6.8e-4 against the unquantized product) as for plain randn.
+    Use ``block_rows=1`` for operands with 1×128 scales, 128 for 128×128 weight blocks.
+    """
+    *lead, rows, cols = shape
+    blocks = (*lead, -(-rows // block_rows), -(-cols // 128))
+    factor = torch.exp(0.5 * torch.randn(*blocks, generator=gen, device=gen.device))
+    factor = factor.repeat_interleave(block_rows, -2)[..., :rows, :].repeat_interleave(128, -1)[..., :cols]
+    return (torch.randn(*shape, generator=gen, device=gen.device) * factor).to(torch.bfloat16)
 
 
 def paged_decode_inputs(

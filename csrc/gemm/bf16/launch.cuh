@@ -18,14 +18,9 @@ void launch_bf16_gemm(const Bf16GemmParams& params_in, int num_sms, bool pdl, cu
            "contiguous segments are aligned to 128 rows: BLOCK_M must not exceed 128");
   HK_CHECK(params.k >= 1, "the BF16 GEMM kernel needs K >= 1 (K = 0 is D = C, handled by the op)");
   const long tiles = static_cast<long>((params.sched_rows + kBlockM - 1) / kBlockM) * ((params.n + kBlockN - 1) / kBlockN);
+  HK_CHECK(tiles < INT32_MAX, "too many tiles for the scheduler: ", tiles);
   if (tiles == 0) return;
-  LaunchConfig cfg;
-  cfg.grid = dim3(static_cast<unsigned>(tiles < num_sms ? tiles : num_sms));
-  cfg.block = dim3(T::kThreads);
-  cfg.smem_bytes = T::kSmemBytes;
-  cfg.stream = stream;
-  cfg.pdl = pdl;
-  launch_kernel(bf16_gemm_kernel<T>, cfg, params);
+  launch_kernel(bf16_gemm_kernel<T>, persistent_launch_config<T>(tiles, num_sms, /*cluster_x=*/1, pdl, stream), params);
 }
 
 }  // namespace hopperkit::gemm

@@ -19,13 +19,7 @@ void launch_fp8_gemm_1d1d(const Fp8Gemm1d1dParams& params_in, int num_sms, bool 
   const long tiles = static_cast<long>((params.sched_rows + kBlockM - 1) / kBlockM) * ((params.n + kBlockN - 1) / kBlockN);
   HK_CHECK(tiles < INT32_MAX, "too many tiles for the scheduler: ", tiles);
   if (tiles == 0) return;
-  LaunchConfig cfg;
-  cfg.grid = dim3(static_cast<unsigned>(tiles < num_sms ? tiles : num_sms));
-  cfg.block = dim3(T::kThreads);
-  cfg.smem_bytes = T::kSmemBytes;
-  cfg.stream = stream;
-  cfg.pdl = pdl;
-  launch_kernel(fp8_gemm_1d1d_kernel<T>, cfg, params);
+  launch_kernel(fp8_gemm_1d1d_kernel<T>, persistent_launch_config<T>(tiles, num_sms, /*cluster_x=*/1, pdl, stream), params);
 }
 
 }  // namespace hopperkit::gemm

@@ -84,15 +84,7 @@ __device__ __forceinline__ void mma_1d1d_tile(typename T::SharedStorage& smem, P
     const uint64_t desc_a = smem_desc_k_major_sw128(smem.a[st.stage] + warpgroup * 64 * T::kBlockK);
     const uint64_t desc_b = smem_desc_k_major_sw128(smem.b[st.stage]);
 
-    fence_accumulators(acc);
-    cute::warpgroup_arrive();
-#pragma unroll
-    for (int k = 0; k < T::kBlockK / 32; ++k) {
-      // 32 FP8 elements = 32 bytes further along the swizzled row: +2 in descriptor units.
-      wgmma_fp8<T::kBlockN>(desc_a + 2 * k, desc_b + 2 * k, acc, k > 0);
-    }
-    cute::warpgroup_commit_batch();
-    fence_accumulators(acc);
+    issue_fp8_k_block<T::kBlockN>(desc_a, desc_b, acc);
     cute::warpgroup_wait<0>();
     // The stage's tiles and scales are consumed (the scales were read above): give it back.
     smem.barriers.consumer_release(st, lane);

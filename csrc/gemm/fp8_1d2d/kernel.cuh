@@ -52,23 +52,22 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
 
   if (role == Fp8GemmRole::kProducer) {
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegisters>();
-    if (threadIdx.x == T::kMathThreads) {
+    // Two producer threads in two warps, the stage's two arrivals: one issues the TMA loads, the
+    // other stores the B scales (produce_tile_scales_b says why).
+    const bool loads_tiles = threadIdx.x == T::kMathThreads;
+    if (loads_tiles || threadIdx.x == T::kMathThreads + 32) {
       while (scheduler.next(unit)) {
         int m_block, n_block;
         scheduler.blocks_of(unit, m_block, n_block);
         const MBlockRows block = resolve_m_block<T::kBlockM>(p, m_block);
+        if (block.group < 0) continue;
         const int kb_begin = scheduler.split_of(unit) * k_blocks_per_split;
         const int kb_end = min(num_k_blocks, kb_begin + k_blocks_per_split);
-        if (block.group >= 0) produce_tile<T>(p, smem, st, block, n_block, kb_begin, kb_end);
-      }
-    } else if (threadIdx.x == T::kMathThreads + 32) {
-      while (scheduler.next(unit)) {
-        int m_block, n_block;
-        scheduler.blocks_of(unit, m_block, n_block);
-        const int group = resolve_m_block<T::kBlockM>(p, m_block).group;
-        const int kb_begin = scheduler.split_of(unit) * k_blocks_per_split;
-        const int kb_end = min(num_k_blocks, kb_begin + k_blocks_per_split);
-        if (group >= 0) produce_tile_scales_b<T>(p, smem, st, group, n_block, kb_begin, kb_end);
+        if (loads_tiles) {
+          produce_tile<T>(p, smem, st, block, n_block, kb_begin, kb_end);
+        } else {
+          produce_tile_scales_b<T>(p, smem, st, block.group, n_block, kb_begin, kb_end);
+        }
       }
     }
   } else {

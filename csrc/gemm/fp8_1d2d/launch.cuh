@@ -12,7 +12,7 @@ void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params_in, int num_sms, bool 
   Fp8Gemm1d2dParams params = params_in;
   params.sched_rows = scheduled_rows(params, kBlockM);
   const int m_blocks = (params.sched_rows + kBlockM - 1) / kBlockM;
-  const int tiles = m_blocks * ((params.n + kBlockN - 1) / kBlockN) * params.k_splits;  // work units
+  const long tiles = static_cast<long>(m_blocks) * ((params.n + kBlockN - 1) / kBlockN) * params.k_splits;  // work units
   // Pairs must always find a partner tile in the same N block (see TileScheduler), and multicast
   // is only valid between tiles of one B matrix.
   HK_CHECK(kClusterM == 1 || m_blocks % kClusterM == 0, "multicast GEMM needs an even number of M blocks");
@@ -27,17 +27,9 @@ void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params_in, int num_sms, bool 
            "split-K needs the normal layout, no cluster, a workspace, an epoch and fewer than 256 splits");
   HK_CHECK(params.a_box_rows >= 8 && params.a_box_rows <= kBlockM && params.a_box_rows % 8 == 0,
            "A box rows must be a multiple of 8 in [8, BLOCK_M], got ", params.a_box_rows);
+  HK_CHECK(tiles < INT32_MAX, "too many work units for the scheduler: ", tiles);
   if (tiles == 0) return;
-  int grid = tiles < num_sms ? tiles : num_sms;
-  grid -= grid % kClusterM;
-  LaunchConfig cfg;
-  cfg.cluster_x = kClusterM;
-  cfg.grid = dim3(grid);
-  cfg.block = dim3(T::kThreads);
-  cfg.smem_bytes = T::kSmemBytes;
-  cfg.stream = stream;
-  cfg.pdl = pdl;
-  launch_kernel(fp8_gemm_1d2d_kernel<T>, cfg, params);
+  launch_kernel(fp8_gemm_1d2d_kernel<T>, persistent_launch_config<T>(tiles, num_sms, kClusterM, pdl, stream), params);
 }
 
 }  // namespace hopperkit::gemm

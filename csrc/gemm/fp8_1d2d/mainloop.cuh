@@ -155,17 +155,8 @@ __device__ __forceinline__ BlockScales issue_wave(typename T::SharedStorage& sme
                                                   float (&acc)[T::kBlockN / 2]) {
   const float* sfa = smem.sfa[st.stage] + wave_row;
   const float scale_a0 = sfa[rows.row0], scale_a1 = sfa[rows.row0 + 8];
-  const uint64_t desc_a = smem_desc_k_major_sw128(smem.a[st.stage] + wave_row * T::kBlockK);
-  const uint64_t desc_b = smem_desc_k_major_sw128(smem.b[st.stage]);
-  fence_accumulators(acc);
-  cute::warpgroup_arrive();
-#pragma unroll
-  for (int k = 0; k < T::kBlockK / 32; ++k) {
-    // 32 FP8 elements = 32 bytes further along the swizzled row: +2 in descriptor units.
-    wgmma_fp8<T::kBlockN>(desc_a + 2 * k, desc_b + 2 * k, acc, k > 0);
-  }
-  cute::warpgroup_commit_batch();
-  fence_accumulators(acc);
+  issue_fp8_k_block<T::kBlockN>(smem_desc_k_major_sw128(smem.a[st.stage] + wave_row * T::kBlockK),
+                                smem_desc_k_major_sw128(smem.b[st.stage]), acc);
   return {scale_a0 * scale_b.x, scale_a1 * scale_b.x, scale_a0 * scale_b.y, scale_a1 * scale_b.y};
 }
 
