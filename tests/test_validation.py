@@ -155,6 +155,9 @@ CASES: list[tuple[str, Callable[[Ctx], object], type, str]] = [
     ("fp8_k_not_16_aligned", lambda c: c.fp8(a=(c.A[:, :200].contiguous(), c.SFA), b=(c.B[:, :200].contiguous(), c.SFB)), ValueError, "16-byte"),
     ("fp8_a_mn_major", lambda c: c.fp8(a=(c.A.T.contiguous().T, c.SFA)), ValueError, "K-major"),
     ("fp8_recipe", lambda c: c.fp8(recipe=(1, 64, 128)), ValueError, "recipe"),
+    ("fp8_b_rows_overlap", lambda c: c.fp8(b=(c.B.as_strided(c.B.shape, (16, 1)), c.SFB)), ValueError, "overlap"),
+    ("grouped_b_expanded", lambda c: hopperkit.m_grouped_fp8_gemm_nt_masked(
+        (c.Am, c.SFAm), (c.GB[:1].expand(2, -1, -1), c.GSFB), c.Dm, c.masked_m, 32), ValueError, "overlap"),
     ("grouped_expert_id_too_large", lambda c: hopperkit.m_grouped_fp8_gemm_nt_contiguous(
         (c.Ag, c.SFAg), (c.GB, c.GSFB), c.Dg, c.m_indices.masked_fill(c.m_indices == 1, 2)), ValueError, "expert ids in [0, 2)"),
     ("grouped_misaligned_segment", lambda c: hopperkit.m_grouped_fp8_gemm_nt_contiguous(

@@ -145,10 +145,12 @@ namespace {
 // that TMA can address), with its scales SFB [G, ⌈N/128⌉, ⌈K/128⌉].
 void check_grouped_b(const at::Tensor& b, const at::Tensor& sfb, const at::Tensor& a, int64_t k) {
   check_cuda_tensor(b, "b", at::kFloat8_e4m3fn);
-  HK_CHECK_VALUE(b.dim() == 3 && b.size(2) == k && b.stride(2) == 1 && b.stride(1) % 16 == 0 && b.stride(0) % 16 == 0 &&
+  HK_CHECK_VALUE(b.dim() == 3 && b.size(2) == k && b.stride(2) == 1 && b.stride(1) % 16 == 0 &&
+                     (b.size(0) <= 1 || b.stride(0) % 16 == 0) &&
                      reinterpret_cast<uintptr_t>(b.data_ptr()) % 16 == 0,
                  "b must be a K-major [G, N, ", k, "] FP8 tensor with 16-byte aligned rows, got shape ", b.sizes(),
                  " strides ", b.strides());
+  check_fp8_3d_no_overlap(b, "b");
   const int64_t g = b.size(0), n = b.size(1);
   HK_CHECK_VALUE(g >= 1 && g < 65536 && n >= 1 && n < INT32_MAX && n % 8 == 0, "b must have 1..65535 groups and N a positive multiple of 8, got ",
                  b.sizes());
@@ -162,7 +164,7 @@ void check_grouped_b(const at::Tensor& b, const at::Tensor& sfb, const at::Tenso
 CUtensorMap grouped_b_map(const at::Tensor& b, int block_n) {
   const uint64_t dims[3] = {static_cast<uint64_t>(b.size(2)), static_cast<uint64_t>(b.size(1)),
                             static_cast<uint64_t>(b.size(0))};
-  const uint64_t strides[2] = {static_cast<uint64_t>(b.stride(1)), static_cast<uint64_t>(b.stride(0))};
+  const uint64_t strides[2] = {static_cast<uint64_t>(b.stride(1)), static_cast<uint64_t>(group_stride_for_tma(b))};
   const uint32_t box[3] = {128, static_cast<uint32_t>(block_n), 1};
   return make_tma_nd<3>(b.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
 }
@@ -219,10 +221,11 @@ void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sf
                                        const at::Tensor& sfb, at::Tensor& d, const at::Tensor& masked_m,
                                        int64_t expected_m, int64_t num_sms, bool pdl) {
   check_cuda_tensor(a, "a", at::kFloat8_e4m3fn);
-  HK_CHECK_VALUE(a.dim() == 3 && a.stride(2) == 1 && a.stride(1) % 16 == 0 && a.stride(0) % 16 == 0 &&
+  HK_CHECK_VALUE(a.dim() == 3 && a.stride(2) == 1 && a.stride(1) % 16 == 0 && (a.size(0) <= 1 || a.stride(0) % 16 == 0) &&
                      reinterpret_cast<uintptr_t>(a.data_ptr()) % 16 == 0,
                  "a must be a K-major [G, M_max, K] FP8 tensor with 16-byte aligned rows, got shape ", a.sizes(),
                  " strides ", a.strides());
+  check_fp8_3d_no_overlap(a, "a");
   const int64_t g = a.size(0), m_max = a.size(1), k = a.size(2);
   const int64_t k_blocks = (k + 127) / 128;
   HK_CHECK_VALUE(m_max >= 1 && m_max < INT32_MAX && k >= 1 && k < INT32_MAX, "M_max and K must be in [1, 2^31), got ",
@@ -262,7 +265,7 @@ void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sf
   p.layout = gemm::GemmLayout::kMGroupedMasked;
   {
     const uint64_t dims[3] = {static_cast<uint64_t>(k), static_cast<uint64_t>(m_max), static_cast<uint64_t>(g)};
-    const uint64_t strides[2] = {static_cast<uint64_t>(a.stride(1)), static_cast<uint64_t>(a.stride(0))};
+    const uint64_t strides[2] = {static_cast<uint64_t>(a.stride(1)), static_cast<uint64_t>(group_stride_for_tma(a))};
     p.a_box_rows = a_box_rows(m_max, config.block_m);
     const uint32_t box[3] = {128, static_cast<uint32_t>(p.a_box_rows), 1};
     p.tma_a = make_tma_nd<3>(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);

@@ -63,6 +63,12 @@ def _check_fp8_operand(name: str, t: object, shape: Sequence[Optional[int]]) -> 
     for dim in range(t.dim() - 1):
         if t.size(dim) > 1 and t.stride(dim) % 16:
             fail(name, "16-byte aligned rows (strides multiples of 16 elements, e.g. K % 16 == 0)", f"strides {t.stride()}")
+    for dim in range(t.dim() - 1):
+        inner = 1 + sum((t.size(e) - 1) * t.stride(e) for e in range(dim + 1, t.dim()))
+        if t.size(dim) > 1 and t.stride(dim) < inner:
+            fail(name, "rows and groups that do not overlap (a row stride >= K, a group stride >= the rows' span; "
+                 "TMA cannot read overlapping or expand()-ed operands: pass a .contiguous() copy)",
+                 f"shape {tuple(t.shape)} strides {t.stride()}")
     if t.numel() and t.device.type != "meta" and t.data_ptr() % 16:
         fail(name, "16-byte aligned (TMA reads it)", f"a data pointer at offset {t.data_ptr() % 16} mod 16")
     return t
