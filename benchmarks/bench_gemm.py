@@ -19,6 +19,9 @@ Sections (``--only`` picks some, repeatable; all four by default):
   bf16     ``bf16_gemm_nt`` vs ``torch.mm``; ``m_grouped_bf16_gemm_nt_contiguous`` / ``_masked`` vs
            ``torch._grouped_mm``.
 
+The dense section ends with what a decode row can reach after the same flush: ``torch.sum`` over
+each B's bytes, and a one-element op (the time between the events of a call that does nothing).
+
 Timing: CUDA events around the whole call (the Python wrapper included), 256 MB L2 flush before each
 timed call (``hopperkit.testing.bench``), median. Ratio = baseline time / hopperkit time (> 1: hopperkit
 faster); geomeans over the M = 4096 rows and over all rows.
@@ -316,6 +319,22 @@ def run_dense(dev: torch.device, timer: Timer) -> list[dict]:
             torch.cuda.empty_cache()
     rows.sort(key=lambda r: (r["m"], r["pair_index"]))
     return rows
+
+
+def run_read_floor(dev: torch.device, timer: Timer) -> dict:
+    """What the decode rows are measured against: a plain read of each B's bytes (``torch.sum`` over
+    them) and a one-element op, both timed like the GEMMs (same flush, same events). The flush zeroes
+    256 MB, which leaves L2 full of dirty lines that are written back while the next kernel reads."""
+    def read_us(n: int, k: int) -> float:
+        buf = torch.rand(n * k // 4, dtype=torch.float32, device=dev)  # the bytes of B [N, K] in FP8
+        return timer.baseline(lambda: buf.sum())
+
+    reads = []
+    for n, k in (QUICK_NK if timer.quick else DENSE_NK):
+        us = read_us(n, k)
+        reads.append({"n": n, "k": k, "mb": n * k / 1e6, "us": us, "gbs": gbs(n * k, us)})
+    one = torch.zeros(1, device=dev)
+    return {"reads": reads, "empty_op_us": timer.baseline(lambda: one.add_(1))}
 
 
 def _quantize_groups(b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -698,6 +717,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if "dense" in args.sections:
         results["dense"] = run_dense(dev, timer)
         results["dense_geomean"] = dense_geomeans(results["dense"])
+        results["read_floor"] = run_read_floor(dev, timer)
         failures += accuracy_failures("dense", results["dense"], FP8_DIFF_TOL)
     if "grouped" in args.sections:
         results["grouped"] = run_grouped(dev, timer)
@@ -720,6 +740,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"{fmt(gm['any_baseline_m4096'], '.2f', 0)}, all {fmt(gm['any_baseline_all'], '.2f', 0)}")
         print("* cuBLAS blockwise refused the shape (expected for N % 128 != 0; the error is in the JSON's "
               "blockwise_refused): per-tensor FP8 torch._scaled_mm on the same bytes, a coarser and faster recipe")
+        floor = results["read_floor"]
+        print("\nwhat a decode row can reach after the same L2 flush (zero_ of 256 MB, which leaves dirty lines to "
+              "write back): torch.sum over B's bytes, and a one-element op")
+        print("     N      K |   B MB |     µs    GB/s")
+        for r in floor["reads"]:
+            print(f"{r['n']:>6} {r['k']:>6} | {r['mb']:>6.1f} | {r['us']:>6.1f} {fmt(r['gbs'], '.0f', 7)}")
+        print(f"one-element add_: {floor['empty_op_us']:.1f} µs between the events")
     if "grouped" in results:
         print_table("m-grouped FP8 (masked: masked_m = M_max = m/grp in every group); cuBLAS×G = blockwise "
                     "scaled_mm once per group", GROUPED_COLUMNS, results["grouped"])
