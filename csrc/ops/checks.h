@@ -43,6 +43,22 @@ inline int64_t row_stride(const at::Tensor& t) { return t.size(-2) > 1 ? t.strid
 // stepped over, so it is not checked (the Python checks agree): a [1, K] view of a wider tensor is
 // accepted whatever its row stride. Maps must therefore take the row stride from fp8_row_stride,
 // never from stride(0), which would hand TMA a stride that is not a multiple of 16 bytes.
+inline void check_fp8_k_major(const at::Tensor& t, const char* name) {
+  check_cuda_tensor(t, name, at::kFloat8_e4m3fn);
+  HK_CHECK_VALUE(t.dim() == 2 && (t.size(1) <= 1 || t.stride(1) == 1) && (t.size(0) <= 1 || t.stride(0) % 16 == 0) &&
+                     (t.numel() == 0 || reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0),
+                 name, " must be a K-major [rows, K] FP8 tensor with 16-byte aligned rows, got shape ", t.sizes(),
+                 " strides ", t.strides());
+  // TMA cannot address rows closer together than K (overlapping or expand()-ed views).
+  HK_CHECK_VALUE(t.size(0) <= 1 || t.stride(0) >= t.size(1), name,
+                 " must have rows that do not overlap (row stride >= K; pass a .contiguous() copy), got shape ",
+                 t.sizes(), " strides ", t.strides());
+}
+
+// The row stride TMA steps over for a tensor accepted by check_fp8_k_major: stride(0), or for a single
+// row K rounded up to 16 bytes (any multiple of 16 would do; the map never steps).
+inline int64_t fp8_row_stride(const at::Tensor& t) { return t.size(0) <= 1 ? (t.size(1) + 15) / 16 * 16 : t.stride(0); }
+
 // FP8 [G, rows, K] (grouped operands, read through 3-D TMA maps): rows at least K apart and groups at
 // least the rows' span apart, as TMA requires; group_stride_for_tma gives a one-group tensor's map a
 // valid group stride whatever its own (never stepped over).
@@ -52,22 +68,6 @@ inline void check_fp8_3d_no_overlap(const at::Tensor& t, const char* name) {
                  "pass a .contiguous() copy), got shape ", t.sizes(), " strides ", t.strides());
 }
 inline int64_t group_stride_for_tma(const at::Tensor& t) { return t.size(0) > 1 ? t.stride(0) : t.size(1) * t.stride(1); }
-
-inline void check_fp8_k_major(const at::Tensor& t, const char* name) {
-  check_cuda_tensor(t, name, at::kFloat8_e4m3fn);
-  // TMA cannot address rows closer together than K (overlapping or expand()-ed views).
-  HK_CHECK_VALUE(t.dim() != 2 || t.size(0) <= 1 || t.stride(0) >= t.size(1), name,
-                 " must have rows that do not overlap (row stride >= K; pass a .contiguous() copy), got shape ",
-                 t.sizes(), " strides ", t.strides());
-  HK_CHECK_VALUE(t.dim() == 2 && (t.size(1) <= 1 || t.stride(1) == 1) && (t.size(0) <= 1 || t.stride(0) % 16 == 0) &&
-                     (t.numel() == 0 || reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0),
-                 name, " must be a K-major [rows, K] FP8 tensor with 16-byte aligned rows, got shape ", t.sizes(),
-                 " strides ", t.strides());
-}
-
-// The row stride TMA steps over for a tensor accepted by check_fp8_k_major: stride(0), or for a single
-// row K rounded up to 16 bytes (any multiple of 16 would do; the map never steps).
-inline int64_t fp8_row_stride(const at::Tensor& t) { return t.size(0) <= 1 ? (t.size(1) + 15) / 16 * 16 : t.stride(0); }
 
 // Every element of a GEMM output is written once, by one thread of one tile. That is a race-free
 // store only when distinct (group, row, column) are distinct addresses: no stride 0 (an expand()-ed
