@@ -27,7 +27,7 @@ import torch
 import hopperkit
 from hopperkit import _ops
 from hopperkit.reference import gemm as ref_gemm
-from hopperkit.testing import calc_diff, poison_, seeded_generator
+from hopperkit.testing import calc_diff, capture_graph, poison_, seeded_generator
 
 pytestmark = pytest.mark.gpu
 
@@ -352,14 +352,7 @@ def test_masked_cuda_graph_replay(forbid_reference):
     a, b, masked_m, _ = _masked_case(g, m_max, n, k, [m_max] * g, seed=1)
     d = torch.empty(g, m_max, n, dtype=torch.bfloat16, device="cuda")
     call = lambda: hopperkit.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 128)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        call()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        call()
+    graph, _ = capture_graph(call)
     for counts in ([160] * 8, [0, 1, 63, 64, 65, 127, 128, 159], [5, 0, 0, 150, 0, 33, 99, 0]):
         masked_m.copy_(torch.tensor(counts, dtype=torch.int32))
         d.fill_(float("nan"))

@@ -26,14 +26,12 @@ import torch
 import hopperkit
 from hopperkit import _ops
 from hopperkit.reference import gemm as ref_gemm
-from hopperkit.testing import block_scaled_randn, calc_diff, poison_, seeded_generator
+from hopperkit.testing import assert_fp8_gemm_close, block_scaled_randn, poison_, seeded_generator
 
 pytestmark = pytest.mark.gpu
 
 FP8 = torch.float8_e4m3fn
 RECIPE_1D1D = (1, 1, 128)
-QUANT_TOL = 1e-3  # vs C + the product of the unquantized inputs
-REF_TOL = 1e-5  # vs hopperkit.reference on the same quantized operands
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -53,14 +51,6 @@ def kernel_only(forbid_reference):
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
-
-
-def _check(name: str, d: torch.Tensor, unquantized: torch.Tensor, reference: torch.Tensor) -> None:
-    assert not torch.isnan(d).any(), f"{name}: NaN in D ({int(torch.isnan(d).sum())} elements unwritten?)"
-    diff = calc_diff(d, unquantized)
-    assert diff < QUANT_TOL, f"{name}: calc_diff vs the unquantized product {diff:.3g} >= {QUANT_TOL:g}"
-    diff = calc_diff(d, reference)
-    assert diff < REF_TOL, f"{name}: calc_diff vs hopperkit.reference {diff:.3g} >= {REF_TOL:g}"
 
 
 def _dense_case(device, m, n, k, *key):
@@ -85,7 +75,7 @@ def test_dense_accumulate_in_place(cuda, kernel_only, m, n, k):
     d = c0.clone()
     hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d, c=d, recipe=RECIPE_1D1D)
     reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, c0, recipe=RECIPE_1D1D)
-    _check(f"C=D M={m} N={n} K={k}", d, c0 + a.float() @ b.float().T, reference)
+    assert_fp8_gemm_close(f"C=D M={m} N={n} K={k}", d, c0 + a.float() @ b.float().T, reference)
 
 
 # M = 4097 and 65 (a last M block with 1 row: the second math warpgroup stores a single row), N not a
@@ -105,7 +95,7 @@ def test_dense_c_modes_and_edges(cuda, kernel_only, m, n, k, mode):
                                              hopperkit.get_mn_major_tma_aligned_tensor(sfb), d, None,
                                              hopperkit.get_num_sms(), False)
         reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, torch.zeros_like(c0), recipe=RECIPE_1D1D)
-        _check(f"no C M={m} N={n} K={k}", d, unquantized, reference)
+        assert_fp8_gemm_close(f"no C M={m} N={n} K={k}", d, unquantized, reference)
         return
     if mode == "c_is_d":
         d = c0.clone()
@@ -117,7 +107,7 @@ def test_dense_c_modes_and_edges(cuda, kernel_only, m, n, k, mode):
     if mode == "c_separate":
         assert torch.equal(c, c0), "C was modified (it is only read when it is not D)"
     reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, c0, recipe=RECIPE_1D1D)
-    _check(f"{mode} M={m} N={n} K={k}", d, c0 + unquantized, reference)
+    assert_fp8_gemm_close(f"{mode} M={m} N={n} K={k}", d, c0 + unquantized, reference)
 
 
 def test_dense_row_padded_d_and_c(cuda, kernel_only):
@@ -131,7 +121,7 @@ def test_dense_row_padded_d_and_c(cuda, kernel_only):
     hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d, c=c, recipe=RECIPE_1D1D)
     assert torch.isnan(d_buf[:, n:]).all(), "D's row padding was written"
     reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, c0, recipe=RECIPE_1D1D)
-    _check("row-padded", d, c0 + a.float() @ b.float().T, reference)
+    assert_fp8_gemm_close("row-padded", d, c0 + a.float() @ b.float().T, reference)
 
 
 def test_dense_k0_and_empty(cuda):
@@ -235,7 +225,7 @@ def test_dense_op_pdl(cuda):
     d = poison_(torch.empty(m, n, device=cuda))
     torch.ops.hopperkit.fp8_gemm_nt_1d1d(a_fp8, sfa_t, b_fp8, sfb_t, d, c0, hopperkit.get_num_sms(), True)
     reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, c0, recipe=RECIPE_1D1D)
-    _check("pdl", d, c0 + a.float() @ b.float().T, reference)
+    assert_fp8_gemm_close("pdl", d, c0 + a.float() @ b.float().T, reference)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -276,7 +266,7 @@ def _run_k_grouped(device, m, n, ks, in_place, *key):
             assert torch.equal(d[g], c0[g]), f"empty group {g}: D[g] must equal C[g]"
             continue
         unquantized = c0[g] + a_parts[g].float() @ b_parts[g].float().T
-        _check(f"k-grouped group {g} (K={kg}) M={m} N={n}", d[g], unquantized, reference[g])
+        assert_fp8_gemm_close(f"k-grouped group {g} (K={kg}) M={m} N={n}", d[g], unquantized, reference[g])
     return d
 
 
@@ -336,7 +326,7 @@ def test_k_grouped_op_without_c(cuda):
         if kg == 0:
             assert torch.equal(d[g], torch.zeros_like(d[g])), f"empty group {g} without C: D[g] must be 0"
             continue
-        _check(f"no C group {g} (K={kg})", d[g], a_parts[g].float() @ b_parts[g].float().T, reference[g])
+        assert_fp8_gemm_close(f"no C group {g} (K={kg})", d[g], a_parts[g].float() @ b_parts[g].float().T, reference[g])
 
 
 def test_k_grouped_op_all_empty_without_c_and_pdl(cuda):
@@ -357,7 +347,7 @@ def test_k_grouped_op_all_empty_without_c_and_pdl(cuda):
     reference = ref_gemm.k_grouped_fp8_gemm_nt_contiguous(a8, sfa, b8, sfb, ks, c0)
     assert torch.equal(d[1], c0[1]), "empty group with C: D[g] must stay C[g]"
     for g in (0, 2):
-        _check(f"pdl group {g}", d[g], c0[g] + a_parts[g].float() @ b_parts[g].float().T, reference[g])
+        assert_fp8_gemm_close(f"pdl group {g}", d[g], c0[g] + a_parts[g].float() @ b_parts[g].float().T, reference[g])
 
 
 def test_k_grouped_bad_inputs(cuda, monkeypatch):

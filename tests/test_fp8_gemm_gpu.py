@@ -25,7 +25,7 @@ import torch
 
 import hopperkit
 from hopperkit.reference import gemm as ref_gemm
-from hopperkit.testing import block_scaled_randn, calc_diff, poison_, seeded_generator
+from hopperkit.testing import assert_fp8_gemm_close, block_scaled_randn, capture_graph, poison_, seeded_generator
 
 pytestmark = pytest.mark.gpu
 
@@ -34,9 +34,6 @@ RECIPE_1D1D = (1, 1, 128)
 
 MS = (1, 7, 64, 128, 4096)
 NKS = ((2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))
-
-QUANT_TOL = 1e-3  # vs the product of the unquantized inputs
-REF_TOL = 1e-5  # vs hopperkit.reference on the same quantized operands
 
 
 def cdiv(a: int, b: int) -> int:
@@ -53,21 +50,13 @@ def _inputs_1d2d(device, m, n, k, *key):
     return a, b, hopperkit.per_token_cast_to_fp8(a), hopperkit.per_block_cast_to_fp8(b)
 
 
-def _check(name: str, d: torch.Tensor, unquantized: torch.Tensor, reference: torch.Tensor) -> None:
-    assert not torch.isnan(d).any(), f"{name}: NaN left in D ({int(torch.isnan(d).sum())} elements unwritten?)"
-    diff = calc_diff(d, unquantized)
-    assert diff < QUANT_TOL, f"{name}: calc_diff vs the unquantized product {diff:.3g} >= {QUANT_TOL:g}"
-    diff = calc_diff(d, reference)
-    assert diff < REF_TOL, f"{name}: calc_diff vs hopperkit.reference {diff:.3g} >= {REF_TOL:g}"
-
-
 def _run_1d2d(device, m, n, k, *key):
     a, b, (a_fp8, sfa), (b_fp8, sfb) = _inputs_1d2d(device, m, n, k, *key)
     d = poison_(torch.empty(m, n, dtype=torch.bfloat16, device=device))
     hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d)
     unquantized = a.float() @ b.float().t()
     reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, out_dtype=torch.float32)
-    _check(f"1d2d M={m} N={n} K={k}", d, unquantized, reference)
+    assert_fp8_gemm_close(f"1d2d M={m} N={n} K={k}", d, unquantized, reference)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -140,7 +129,7 @@ def test_single_row_a_with_any_row_stride(cuda, recipe):
     hopperkit.fp8_gemm_nt((a_view, sfa), (b_fp8, sfb), d, c=c, recipe=recipe)
     reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, c, recipe=recipe or (1, 128, 128), out_dtype=torch.float32)
     unquantized = a.float() @ b.float().t() + (0 if c is None else c)
-    _check(f"single row {recipe or '1d2d'}", d, unquantized, reference)
+    assert_fp8_gemm_close(f"single row {recipe or '1d2d'}", d, unquantized, reference)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -169,7 +158,7 @@ def test_1d1d_accumulate(cuda, m, n, k, in_place):
         assert torch.equal(c, c0), "1d1d: C was modified (it is read only when it is not D)"
     unquantized = c0 + a.float() @ b.float().t()
     reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, c0, recipe=RECIPE_1D1D)
-    _check(f"1d1d M={m} N={n} K={k}", d, unquantized, reference)
+    assert_fp8_gemm_close(f"1d1d M={m} N={n} K={k}", d, unquantized, reference)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -311,7 +300,7 @@ def test_split_k_forced(cuda, monkeypatch, m, n, k, config, splits):
     for _ in range(3):
         d = poison_(torch.empty(m, n, dtype=torch.bfloat16, device=cuda))
         hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d)
-        _check(f"split {m}x{n}x{k}/{splits}", d, a.float() @ b.float().T, ref)
+        assert_fp8_gemm_close(f"split {m}x{n}x{k}/{splits}", d, a.float() @ b.float().T, ref)
         if first is None:
             first = d
         assert torch.equal(d, first), "split-K result changed between calls"
@@ -327,14 +316,7 @@ def test_split_k_cuda_graph_replay(cuda, monkeypatch):
     d = torch.empty(m, n, dtype=torch.bfloat16, device=cuda)
     a_in, sfa_in = a_fp8.clone(), sfa.clone()
     call = lambda: hopperkit.fp8_gemm_nt((a_in, sfa_in), (b_fp8, sfb), d)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        call()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        call()
+    graph, _ = capture_graph(call)
     for replay in range(4):
         x = block_scaled_randn(seeded_generator(cuda, "split graph", replay), m, k)
         x_fp8, x_sf = hopperkit.per_token_cast_to_fp8(x)
@@ -343,4 +325,4 @@ def test_split_k_cuda_graph_replay(cuda, monkeypatch):
         d.fill_(float("nan"))
         graph.replay()
         ref = ref_gemm.fp8_gemm_nt(x_fp8, x_sf, b_fp8, sfb, None, recipe=(1, 128, 128), out_dtype=torch.bfloat16)
-        _check(f"graph replay {replay}", d, x.float() @ b.float().T, ref)
+        assert_fp8_gemm_close(f"graph replay {replay}", d, x.float() @ b.float().T, ref)

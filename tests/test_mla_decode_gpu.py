@@ -29,7 +29,7 @@ import torch
 
 import hopperkit
 from hopperkit.reference import mla as mla_ref
-from hopperkit.testing import assert_close
+from hopperkit.testing import assert_close, capture_graph
 
 PAGE = 64
 D_QK, D_V = 576, 512
@@ -223,14 +223,7 @@ def test_cuda_graph_replay_with_new_seqlens(cuda, s_q, causal):
         out, lse = hopperkit.flash_mla_with_kvcache(q, k_cache, block_table, seqlens, D_V, tsm, num_splits, causal=causal)
         return num_splits, out, lse
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        step()  # warm-up outside the capture
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        g_num_splits, g_out, g_lse = step()
+    graph, (g_num_splits, g_out, g_lse) = capture_graph(step)
 
     replays = [
         [4096] * 8,  # every request split

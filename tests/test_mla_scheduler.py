@@ -12,7 +12,7 @@ import torch
 import hopperkit
 from hopperkit.reference import mla as mla_ref
 from hopperkit.reference import scheduler as sched
-from hopperkit.testing import assert_close, poison_
+from hopperkit.testing import assert_close, capture_graph, poison_
 
 B = sched.BLOCK_SIZE
 F = sched.FIXED_OVERHEAD
@@ -241,14 +241,7 @@ def test_cuda_graph_replay_with_new_seqlens(cuda):
         torch.ops.hopperkit.mla_combine(o_acc, lse_acc, ns, out, lse, None)
         return tsm, ns
 
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        step()  # warm-up outside the capture
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        g_tsm, g_ns = step()
+    graph, (g_tsm, g_ns) = capture_graph(step)
 
     gen = random.Random(5)
     for trial in range(4):

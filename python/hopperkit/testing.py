@@ -6,7 +6,9 @@
 - ``poison_``: fill an output with NaN (or a sentinel for integer tensors) before a kernel runs, so
   an element the kernel forgot to write cannot pass.
 - ``seeded_generator``, ``block_scaled_randn``: reproducible random GEMM operands whose scale blocks
-  differ in magnitude, so that a kernel applying a wrong block's scale fails its checks.
+  differ in magnitude, so that a kernel applying a wrong block's scale fails its checks;
+  ``assert_fp8_gemm_close``: DESIGN.md's FP8 GEMM contract on one output.
+- ``capture_graph``: a CUDA graph of one call, warmed up on a side stream first.
 - ``paged_decode_inputs``: random MLA decode inputs over a paged cache, with NaN in unused slots.
 - ``bench``: CUDA-event timing with an L2 flush before every timed call.
 """
@@ -20,7 +22,10 @@ from typing import Callable, Optional
 import torch
 
 __all__ = ["calc_diff", "cos_diff", "assert_close", "poison_", "seeded_generator", "block_scaled_randn",
-           "paged_decode_inputs", "bench", "L2Flusher"]
+           "assert_fp8_gemm_close", "capture_graph", "paged_decode_inputs", "bench", "L2Flusher"]
+
+FP8_QUANT_TOL = 1e-3  # calc_diff vs the product of the unquantized inputs (quantization error included)
+FP8_REF_TOL = 1e-5  # calc_diff vs hopperkit.reference on the same quantized operands
 
 
 def calc_diff(x: torch.Tensor, y: torch.Tensor) -> float:
@@ -119,6 +124,33 @@ def block_scaled_randn(gen: torch.Generator, *shape: int, block_rows: int = 1) -
     factor = torch.exp(0.5 * torch.randn(*blocks, generator=gen, device=gen.device))
     factor = factor.repeat_interleave(block_rows, -2)[..., :rows, :].repeat_interleave(128, -1)[..., :cols]
     return (torch.randn(*shape, generator=gen, device=gen.device) * factor).to(torch.bfloat16)
+
+
+def assert_fp8_gemm_close(name: str, d: torch.Tensor, unquantized: torch.Tensor, reference: torch.Tensor) -> None:
+    """An FP8 GEMM output against the contract: no NaN left (every element written, after a
+    NaN-poisoned start), ``calc_diff < 1e-3`` against the product of the unquantized inputs, and
+    ``calc_diff < 1e-5`` against hopperkit.reference on the same FP8 operands (the kernel implements the
+    reference's two-level accumulation; only summation order and the final rounding differ)."""
+    assert not torch.isnan(d).any(), f"{name}: NaN left in D ({int(torch.isnan(d).sum())} elements unwritten?)"
+    diff = calc_diff(d, unquantized)
+    assert diff < FP8_QUANT_TOL, f"{name}: calc_diff vs the unquantized product {diff:.3g} >= {FP8_QUANT_TOL:g}"
+    diff = calc_diff(d, reference)
+    assert diff < FP8_REF_TOL, f"{name}: calc_diff vs hopperkit.reference {diff:.3g} >= {FP8_REF_TOL:g}"
+
+
+def capture_graph(call: Callable[[], object]) -> "tuple[torch.cuda.CUDAGraph, object]":
+    """(graph, what the captured ``call`` returned). ``call`` runs once on a side stream first, so
+    that lazy initialisation (allocator pools, library handles, kernel attributes) happens outside
+    the capture, as torch.cuda.graphs recommends."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        result = call()
+    return graph, result
 
 
 def paged_decode_inputs(
