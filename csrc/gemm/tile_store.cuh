@@ -22,16 +22,19 @@ struct TileStoreTarget {
 // For each 64-column box: every thread stmatrix-es its fragment into a 1 KiB-aligned staging box
 // (128B-swizzled, so the 8 rows of each 8×8 matrix hit 8 different banks), and one thread issues
 // the TMA store, which clips rows and columns outside the tensor (at 16-byte granularity along a
-// row: N must be a multiple of 8). `staging` holds kBuffers boxes used in turn. Rows with keep_* false are
-// written as 0 by select (their A rows may hold NaN); keep_a covers the thread's fragment row
-// AccumulatorRows::row0, keep_b row0 + 8. A box is rewritten once the store issued from it
-// kBuffers boxes earlier has read it (with two, writing one box overlaps storing the other); the
-// last stores of a tile drain while the next tile's mainloop runs. The
-// warpgroup leader must call tma_store_wait_all() before the CTA exits.
+// row: N must be a multiple of 8). Rows with keep_* false are written as 0 by select (their A rows
+// may hold NaN); keep_a covers the thread's fragment row AccumulatorRows::row0, keep_b row0 + 8.
+// `staging` holds kBuffers boxes used in turn across calls (`first_box` = how many boxes this
+// warpgroup stored earlier in the tile, so a tile stored in several calls continues the turn). A
+// box is rewritten once the store issued from it kBuffers boxes earlier has read it: with two,
+// writing one box overlaps storing the other; with one per box of the tile, a whole tile's stores
+// drain while the next tile's mainloop runs. The warpgroup leader must call tma_store_wait_all()
+// before the CTA exits.
 template <int kBlockN, int kBuffers, class BarrierId>
 __device__ __forceinline__ void store_rows_bf16(const TileStoreTarget& target, uint8_t* staging, BarrierId barrier,
-                                                bool keep_a, bool keep_b, const float (&acc)[kBlockN / 2]) {
-  static_assert(kBuffers == 1 || kBuffers == 2, "one or two staging boxes per warpgroup");
+                                                bool keep_a, bool keep_b, const float (&acc)[kBlockN / 2],
+                                                int first_box = 0) {
+  static_assert(kBuffers >= 1, "at least one staging box per warpgroup");
   static_assert(kBlockN % kStoreBoxCols == 0, "tiles are whole store boxes wide");
   const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
   const bool leader = threadIdx.x % 128 == 0;
@@ -42,8 +45,9 @@ __device__ __forceinline__ void store_rows_bf16(const TileStoreTarget& target, u
   const uint32_t staging_addr = cute::cast_smem_ptr_to_uint(staging);
 #pragma unroll
   for (int box = 0; box < kBlockN / kStoreBoxCols; ++box) {
-    uint8_t* box_smem = staging + (box % kBuffers) * kStoreBoxBytes;
-    const uint32_t buffer = staging_addr + (box % kBuffers) * kStoreBoxBytes;
+    const int slot = (first_box + box) % kBuffers;
+    uint8_t* box_smem = staging + slot * kStoreBoxBytes;
+    const uint32_t buffer = staging_addr + slot * kStoreBoxBytes;
     if (leader) tma_store_wait_smem_read<kBuffers - 1>();
     named_barrier_sync(barrier, 128);
 #pragma unroll

@@ -60,11 +60,13 @@ struct Fp8Gemm1d2dTraits {
   static constexpr int kSfaSlotFloats = (kBlockM + 31) / 32 * 32;  // TMA destinations are 128-byte aligned
   static constexpr int kStageBytes = kBytesA + kBytesB + kSfaSlotFloats * 4;
 
-  // Epilogue staging: each math warpgroup writes its 64 rows of D in boxes of 64 columns (128 bytes
-  // of BF16, the widest row the 128B swizzle allows) through one buffer, so the TMA store of one
-  // box overlaps the writing of the next, and the last one the next tile's mainloop.
-  // One box per warpgroup: a second would cost the 128×128 tile its sixth stage.
-  static constexpr int kStoreBuffers = 1;
+  // Epilogue staging: each math warpgroup writes its rows of D in boxes of 64 rows × 64 columns (128
+  // bytes of BF16, the widest row the 128B swizzle allows), one TMA store per box. With a buffer for
+  // every box of the tile no box waits for another's store, and a tile's stores drain during the
+  // next tile's mainloop: that pays where D is a large share of the traffic (short K), although it
+  // costs 128×128 its sixth stage and 256×128 its fourth. The 192-wide tile keeps one buffer and its
+  // fifth stage, which is worth more to it. PERF numbers: README.md "Epilogue".
+  static constexpr int kStoreBuffers = kBlockN == 192 ? 1 : kWaves * kBlockN / kStoreBoxCols;
   static constexpr int kBytesD = kStoreBuffers * kStoreBoxBytes;
 
   // As many stages as fit next to the D buffers and the barriers in the 227 KiB an SM90 CTA may use
