@@ -90,21 +90,25 @@ def test_1d2d_odd_shapes(cuda, m, n, k):
 # shapes above), on ragged M, N and K: a last M block that is partly (1000) or mostly (300: whole
 # 64-row waves of a 256-row tile) past M, BLOCK_N = 192 tiles that start mid scale block (N 200,
 # 2112), a 64-wide last K block (320). Multicast configurations need an even number of M blocks.
-CONFIGS_1D2D = ((64, 64, 1), (64, 128, 1), (128, 64, 1), (128, 64, 2), (128, 128, 1), (128, 128, 2),
-                (128, 192, 1), (128, 192, 2), (256, 128, 1), (256, 128, 2))
+# The fourth value selects the one-box-staging variant (compiled for 128×128 and 256×128), which is
+# correct on grids of any size.
+CONFIGS_1D2D = ((64, 64, 1, 0), (64, 128, 1, 0), (128, 64, 1, 0), (128, 64, 2, 0), (128, 128, 1, 0), (128, 128, 1, 1),
+                (128, 128, 2, 0), (128, 128, 2, 1), (128, 192, 1, 0), (128, 192, 2, 0), (256, 128, 1, 0),
+                (256, 128, 1, 1), (256, 128, 2, 0), (256, 128, 2, 1))
 CONFIG_CASES = [
-    (m, n, k, bm, bn, cm)
+    (m, n, k, bm, bn, cm, ow)
     for m, n, k in ((1000, 200, 320), (512, 2112, 1536), (300, 576, 7168))
-    for bm, bn, cm in CONFIGS_1D2D
+    for bm, bn, cm, ow in CONFIGS_1D2D
     if cdiv(m, bm) % cm == 0
 ]
 
 
-@pytest.mark.parametrize("m,n,k,bm,bn,cm", CONFIG_CASES,
-                         ids=[f"M{m}-N{n}-K{k}-{bm}x{bn}c{cm}" for m, n, k, bm, bn, cm in CONFIG_CASES])
-def test_1d2d_every_config(cuda, monkeypatch, m, n, k, bm, bn, cm):
-    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", f"{bm},{bn},{cm}")
-    _run_1d2d(cuda, m, n, k, "config", bm, bn, cm)
+@pytest.mark.parametrize("m,n,k,bm,bn,cm,ow", CONFIG_CASES,
+                         ids=[f"M{m}-N{n}-K{k}-{bm}x{bn}c{cm}{'-one-box' if ow else ''}"
+                              for m, n, k, bm, bn, cm, ow in CONFIG_CASES])
+def test_1d2d_every_config(cuda, monkeypatch, m, n, k, bm, bn, cm, ow):
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", f"{bm},{bn},{cm},{ow}")
+    _run_1d2d(cuda, m, n, k, "config", bm, bn, cm, ow)
 
 
 @pytest.mark.parametrize("recipe", [None, RECIPE_1D1D], ids=["1d2d", "1d1d"])

@@ -107,10 +107,11 @@ def test_contiguous_forced_tiles(monkeypatch):
         _contiguous_case(4, 256, 576, 512, psum=False)
 
 
-def test_masked_256_row_tiles(monkeypatch):
+@pytest.mark.parametrize("one_box_staging", [0, 1], ids=["staging-per-box", "one-box"])
+def test_masked_256_row_tiles(monkeypatch, one_box_staging):
     # 256-row tiles on the masked layout: groups with no rows, fewer than one 64-row wave, one
-    # 128-row half, and more than one 256-row block.
-    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", "256,128,1")
+    # 128-row half, and more than one 256-row block; both staging variants.
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", f"256,128,1,{one_box_staging}")
     g, n, k = 6, 576, 448
     counts = [0, 37, 128, 300, 256, 129]
     m_max = max(counts) + 19

@@ -93,6 +93,19 @@ inline int choose_k_splits(int m, int n, int k, const Fp8Gemm1d2dConfig& config,
   return (k_blocks + per_split - 1) / per_split;
 }
 
+// Grids of at most two waves (every CTA runs one or two work units) take the one-box-staging
+// variant of the 128×128 and 256×128 tiles (Fp8Gemm1d2dConfig::one_box_staging): at most one
+// mainloop follows a tile for its stores to overlap, and the shared memory of the extra store boxes
+// buys a stage for the memory-bound stream. `work_units`: the tiles (of every group) times the K
+// splits. PERF (H200, same process, interleaved, TFLOPS, a box per box / one box): 256×128 masked
+// 4×256 groups 4096×7168 (one wave) 1081-1092 / 1133-1145, 7168×2048 (two waves) 778-811 /
+// 819-840; 128×128 dense 256×7168×16384 (one wave) 1003-1011 / 1034-1048; equal at two waves
+// (masked 8×128 groups) and at three or more (128×24576×1536, 256×24576×1536), where the many-wave
+// shapes prefer a box per box (README.md "Epilogue").
+inline bool fp8_1d2d_one_box_staging(const Fp8Gemm1d2dConfig& config, long work_units, int num_sms) {
+  return config.block_m >= 128 && config.block_n == 128 && work_units <= 2L * num_sms;
+}
+
 // BF16 GEMM: the same wave-quantisation model over the compiled BF16 tiles. 128×256 (two math
 // warpgroups of 64×256, 128 accumulators each) issues the most wgmma work per byte of shared memory
 // and per barrier round trip; 64-row tiles (one math warpgroup) serve decode-sized M.

@@ -18,14 +18,26 @@
 namespace hopperkit::ops {
 namespace {
 
-// Tuning knob for benchmarks: HOPPERKIT_FP8_GEMM_CONFIG=BLOCK_M,BLOCK_N,CLUSTER forces a compiled
-// configuration (dispatch refuses one that is not compiled or cannot tile this shape).
+// Tuning knob for benchmarks: HOPPERKIT_FP8_GEMM_CONFIG=BLOCK_M,BLOCK_N,CLUSTER[,ONE_BOX] forces a
+// compiled configuration (dispatch refuses one that is not compiled or cannot tile this shape).
 void apply_config_override(gemm::Fp8Gemm1d2dConfig& config) {
   if (const char* forced = std::getenv("HOPPERKIT_FP8_GEMM_CONFIG")) {
-    HK_CHECK_VALUE(std::sscanf(forced, "%d,%d,%d", &config.block_m, &config.block_n, &config.cluster_m) == 3,
-                   "HOPPERKIT_FP8_GEMM_CONFIG must be BLOCK_M,BLOCK_N,CLUSTER, got '", forced, "'");
+    int one_box = 0;
+    HK_CHECK_VALUE(std::sscanf(forced, "%d,%d,%d,%d", &config.block_m, &config.block_n, &config.cluster_m, &one_box) >= 3,
+                   "HOPPERKIT_FP8_GEMM_CONFIG must be BLOCK_M,BLOCK_N,CLUSTER[,ONE_BOX], got '", forced, "'");
   }
 }
+
+// The staging variant for a grid of `work_units` (gemm::fp8_1d2d_one_box_staging), unless the tuning
+// knob names it as its fourth value.
+void choose_staging(gemm::Fp8Gemm1d2dConfig& config, long work_units, int64_t num_sms) {
+  config.one_box_staging = gemm::fp8_1d2d_one_box_staging(config, work_units, static_cast<int>(num_sms));
+  int bm, bn, cm, one_box;
+  const char* forced = std::getenv("HOPPERKIT_FP8_GEMM_CONFIG");
+  if (forced && std::sscanf(forced, "%d,%d,%d,%d", &bm, &bn, &cm, &one_box) == 4) config.one_box_staging = one_box != 0;
+}
+
+long blocks(int64_t extent, int block) { return static_cast<long>((extent + block - 1) / block); }
 
 // A fresh nonzero 56-bit epoch for every split-K launch (Fp8Gemm1d2dParams::split_epoch).
 uint64_t next_launch_epoch() {
@@ -113,6 +125,7 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
     config.k_splits = std::max(1, std::atoi(forced));
     HK_CHECK_VALUE(config.cluster_m == 1 || config.k_splits == 1, "split-K runs without clusters");
   }
+  choose_staging(config, blocks(m, config.block_m) * blocks(n, config.block_n) * config.k_splits, num_sms);
   gemm::Fp8Gemm1d2dParams p;
   at::Tensor split_workspace;
   if (config.k_splits > 1) {
@@ -203,6 +216,7 @@ void m_grouped_fp8_gemm_nt_contiguous_1d2d(const at::Tensor& a, const at::Tensor
   HK_CHECK_VALUE(config.cluster_m == 1 && config.block_m <= 128,
                  "the contiguous GEMM runs without clusters and with BLOCK_M <= 128, the expert segment alignment "
                  "(HOPPERKIT_FP8_GEMM_CONFIG)");
+  choose_staging(config, blocks(m, config.block_m) * blocks(n, config.block_n), num_sms);
   gemm::Fp8Gemm1d2dParams p;
   p.layout = gemm::GemmLayout::kMGroupedContiguous;
   set_a_2d(p, a, sfa, config.block_m);
@@ -261,6 +275,8 @@ void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sf
                                    static_cast<int>(num_sms), gemm::GemmLayout::kMGroupedMasked, static_cast<int>(g));
   apply_config_override(config);
   HK_CHECK_VALUE(config.cluster_m == 1, "the masked GEMM runs without clusters (HOPPERKIT_FP8_GEMM_CONFIG)");
+  // The blocks past masked_m only store zeros: the expected rows decide how many tiles compute.
+  choose_staging(config, g * blocks(std::min(expected_m, m_max), config.block_m) * blocks(n, config.block_n), num_sms);
   gemm::Fp8Gemm1d2dParams p;
   p.layout = gemm::GemmLayout::kMGroupedMasked;
   {

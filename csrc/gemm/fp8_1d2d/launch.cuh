@@ -6,9 +6,9 @@
 
 namespace hopperkit::gemm {
 
-template <int kBlockM, int kBlockN, int kClusterM>
+template <int kBlockM, int kBlockN, int kClusterM, bool kOneBoxStaging>
 void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params_in, int num_sms, bool pdl, cudaStream_t stream) {
-  using T = Fp8Gemm1d2dTraits<kBlockM, kBlockN, kClusterM>;
+  using T = Fp8Gemm1d2dTraits<kBlockM, kBlockN, kClusterM, kOneBoxStaging>;
   Fp8Gemm1d2dParams params = params_in;
   params.sched_rows = scheduled_rows(params, kBlockM);
   const int m_blocks = (params.sched_rows + kBlockM - 1) / kBlockM;

@@ -40,6 +40,9 @@ struct Fp8Gemm1d2dConfig {
   int block_m, block_n;
   int cluster_m;  // 2: CTA pairs on adjacent M blocks share B through TMA multicast
   int k_splits = 1;  // > 1: split-K with an in-kernel fixup (see Fp8Gemm1d2dParams)
+  // The variant that stages one store box per warpgroup and gives the rest of shared memory to
+  // stages (traits.h kStoreBuffers), for grids of at most two waves (heuristics.h).
+  bool one_box_staging = false;
 };
 
 void run_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params, Fp8Gemm1d2dConfig config, int num_sms, bool pdl,

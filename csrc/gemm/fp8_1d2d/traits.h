@@ -17,7 +17,7 @@ enum class Fp8GemmBarrier : int {
   kEpilogueWarpgroup0 = 2,    // + warpgroup: that warpgroup's D staging buffer is free / written
 };
 
-template <int kBlockM_, int kBlockN_, int kClusterM_ = 1>
+template <int kBlockM_, int kBlockN_, int kClusterM_ = 1, bool kOneBoxStaging_ = false>
 struct Fp8Gemm1d2dTraits {
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
@@ -25,6 +25,9 @@ struct Fp8Gemm1d2dTraits {
   // by the cluster's rank 0, and multicast to both, halving B's L2 traffic.
   static constexpr int kClusterM = kClusterM_;
   static_assert(kClusterM == 1 || kClusterM == 2, "clusters of 1 or 2 CTAs");
+  // One staging box per warpgroup whatever the tile, the rest of shared memory to stages: for grids
+  // of at most two waves (Fp8Gemm1d2dConfig::one_box_staging), see kStoreBuffers.
+  static constexpr bool kOneBoxStaging = kOneBoxStaging_;
   // One K block = one scale granularity: the promotion of the tensor-core partial sums happens
   // exactly where the scales change.
   static constexpr int kBlockK = 128;
@@ -65,8 +68,10 @@ struct Fp8Gemm1d2dTraits {
   // every box of the tile no box waits for another's store, and a tile's stores drain during the
   // next tile's mainloop: that pays where D is a large share of the traffic (short K), although it
   // costs 128×128 its sixth stage and 256×128 its fourth. The 192-wide tile keeps one buffer and its
-  // fifth stage, which is worth more to it. PERF numbers: README.md "Epilogue".
-  static constexpr int kStoreBuffers = kBlockN == 192 ? 1 : kWaves * kBlockN / kStoreBoxCols;
+  // fifth stage, which is worth more to it; so do grids of one or two waves (kOneBoxStaging), where
+  // at most one mainloop follows a tile and the stages carry a memory-bound stream. PERF numbers:
+  // README.md "Epilogue".
+  static constexpr int kStoreBuffers = kBlockN == 192 || kOneBoxStaging ? 1 : kWaves * kBlockN / kStoreBoxCols;
   static constexpr int kBytesD = kStoreBuffers * kStoreBoxBytes;
 
   // As many stages as fit next to the D buffers and the barriers in the 227 KiB an SM90 CTA may use
