@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -20,21 +21,19 @@ namespace {
 
 // Tuning knob for benchmarks: HOPPERKIT_FP8_GEMM_CONFIG=BLOCK_M,BLOCK_N,CLUSTER[,ONE_BOX] forces a
 // compiled configuration (dispatch refuses one that is not compiled or cannot tile this shape).
-void apply_config_override(gemm::Fp8Gemm1d2dConfig& config) {
-  if (const char* forced = std::getenv("HOPPERKIT_FP8_GEMM_CONFIG")) {
-    int one_box = 0;
-    HK_CHECK_VALUE(std::sscanf(forced, "%d,%d,%d,%d", &config.block_m, &config.block_n, &config.cluster_m, &one_box) >= 3,
-                   "HOPPERKIT_FP8_GEMM_CONFIG must be BLOCK_M,BLOCK_N,CLUSTER[,ONE_BOX], got '", forced, "'");
-  }
+// Returns the staging variant when the knob names it (fourth value), for choose_staging.
+std::optional<bool> apply_config_override(gemm::Fp8Gemm1d2dConfig& config) {
+  const char* forced = std::getenv("HOPPERKIT_FP8_GEMM_CONFIG");
+  if (forced == nullptr) return std::nullopt;
+  int one_box = 0;
+  const int fields = std::sscanf(forced, "%d,%d,%d,%d", &config.block_m, &config.block_n, &config.cluster_m, &one_box);
+  HK_CHECK_VALUE(fields >= 3, "HOPPERKIT_FP8_GEMM_CONFIG must be BLOCK_M,BLOCK_N,CLUSTER[,ONE_BOX], got '", forced, "'");
+  return fields == 4 ? std::optional<bool>(one_box != 0) : std::nullopt;
 }
 
-// The staging variant for a grid of `work_units` (gemm::fp8_1d2d_one_box_staging), unless the tuning
-// knob names it as its fourth value.
-void choose_staging(gemm::Fp8Gemm1d2dConfig& config, long work_units, int64_t num_sms) {
-  config.one_box_staging = gemm::fp8_1d2d_one_box_staging(config, work_units, static_cast<int>(num_sms));
-  int bm, bn, cm, one_box;
-  const char* forced = std::getenv("HOPPERKIT_FP8_GEMM_CONFIG");
-  if (forced && std::sscanf(forced, "%d,%d,%d,%d", &bm, &bn, &cm, &one_box) == 4) config.one_box_staging = one_box != 0;
+// The staging variant for a grid of `work_units` (gemm::fp8_1d2d_one_box_staging), unless forced.
+void choose_staging(gemm::Fp8Gemm1d2dConfig& config, long work_units, int64_t num_sms, std::optional<bool> forced) {
+  config.one_box_staging = forced.value_or(gemm::fp8_1d2d_one_box_staging(config, work_units, static_cast<int>(num_sms)));
 }
 
 long blocks(int64_t extent, int block) { return static_cast<long>((extent + block - 1) / block); }
@@ -116,7 +115,7 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
 
   gemm::Fp8Gemm1d2dConfig config = gemm::choose_fp8_1d2d_config(static_cast<int>(m), static_cast<int>(n),
                                                                 static_cast<int>(num_sms));
-  apply_config_override(config);
+  const std::optional<bool> forced_staging = apply_config_override(config);
   if (config.cluster_m == 1) {
     config.k_splits = gemm::choose_k_splits(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), config,
                                             static_cast<int>(num_sms));
@@ -125,7 +124,8 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
     config.k_splits = std::max(1, std::atoi(forced));
     HK_CHECK_VALUE(config.cluster_m == 1 || config.k_splits == 1, "split-K runs without clusters");
   }
-  choose_staging(config, blocks(m, config.block_m) * blocks(n, config.block_n) * config.k_splits, num_sms);
+  choose_staging(config, blocks(m, config.block_m) * blocks(n, config.block_n) * config.k_splits, num_sms,
+                 forced_staging);
   gemm::Fp8Gemm1d2dParams p;
   at::Tensor split_workspace;
   if (config.k_splits > 1) {
@@ -212,11 +212,11 @@ void m_grouped_fp8_gemm_nt_contiguous_1d2d(const at::Tensor& a, const at::Tensor
 
   gemm::Fp8Gemm1d2dConfig config = gemm::choose_fp8_1d2d_config(
       static_cast<int>(m), static_cast<int>(n), static_cast<int>(num_sms), gemm::GemmLayout::kMGroupedContiguous);
-  apply_config_override(config);
+  const std::optional<bool> forced_staging = apply_config_override(config);
   HK_CHECK_VALUE(config.cluster_m == 1 && config.block_m <= 128,
                  "the contiguous GEMM runs without clusters and with BLOCK_M <= 128, the expert segment alignment "
                  "(HOPPERKIT_FP8_GEMM_CONFIG)");
-  choose_staging(config, blocks(m, config.block_m) * blocks(n, config.block_n), num_sms);
+  choose_staging(config, blocks(m, config.block_m) * blocks(n, config.block_n), num_sms, forced_staging);
   gemm::Fp8Gemm1d2dParams p;
   p.layout = gemm::GemmLayout::kMGroupedContiguous;
   set_a_2d(p, a, sfa, config.block_m);
@@ -273,10 +273,11 @@ void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sf
   gemm::Fp8Gemm1d2dConfig config =
       gemm::choose_fp8_1d2d_config(static_cast<int>(std::min(expected_m, m_max)), static_cast<int>(n),
                                    static_cast<int>(num_sms), gemm::GemmLayout::kMGroupedMasked, static_cast<int>(g));
-  apply_config_override(config);
+  const std::optional<bool> forced_staging = apply_config_override(config);
   HK_CHECK_VALUE(config.cluster_m == 1, "the masked GEMM runs without clusters (HOPPERKIT_FP8_GEMM_CONFIG)");
   // The blocks past masked_m only store zeros: the expected rows decide how many tiles compute.
-  choose_staging(config, g * blocks(std::min(expected_m, m_max), config.block_m) * blocks(n, config.block_n), num_sms);
+  choose_staging(config, g * blocks(std::min(expected_m, m_max), config.block_m) * blocks(n, config.block_n), num_sms,
+                 forced_staging);
   gemm::Fp8Gemm1d2dParams p;
   p.layout = gemm::GemmLayout::kMGroupedMasked;
   {
