@@ -12,6 +12,8 @@
 
 namespace hopperkit::ops {
 
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 inline void check_cuda_tensor(const at::Tensor& t, const char* name, at::ScalarType dtype) {
   HK_CHECK_VALUE(t.is_cuda(), name, " must be a CUDA tensor, got one on ", t.device());
   HK_CHECK_TYPE(t.scalar_type() == dtype, name, " must be ", dtype, ", got ", t.scalar_type());

@@ -32,11 +32,9 @@ std::optional<bool> apply_config_override(gemm::Fp8Gemm1d2dConfig& config) {
 }
 
 // The staging variant for a grid of `work_units` (gemm::fp8_1d2d_one_box_staging), unless forced.
-void choose_staging(gemm::Fp8Gemm1d2dConfig& config, long work_units, int64_t num_sms, std::optional<bool> forced) {
+void choose_staging(gemm::Fp8Gemm1d2dConfig& config, int64_t work_units, int64_t num_sms, std::optional<bool> forced) {
   config.one_box_staging = forced.value_or(gemm::fp8_1d2d_one_box_staging(config, work_units, static_cast<int>(num_sms)));
 }
-
-long blocks(int64_t extent, int block) { return static_cast<long>((extent + block - 1) / block); }
 
 // A fresh nonzero 56-bit epoch for every split-K launch (Fp8Gemm1d2dParams::split_epoch).
 uint64_t next_launch_epoch() {
@@ -124,14 +122,13 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
     config.k_splits = std::max(1, std::atoi(forced));
     HK_CHECK_VALUE(config.cluster_m == 1 || config.k_splits == 1, "split-K runs without clusters");
   }
-  choose_staging(config, blocks(m, config.block_m) * blocks(n, config.block_n) * config.k_splits, num_sms,
-                 forced_staging);
+  const int64_t tiles = ceil_div(m, config.block_m) * ceil_div(n, config.block_n);
+  choose_staging(config, tiles * config.k_splits, num_sms, forced_staging);
   gemm::Fp8Gemm1d2dParams p;
   at::Tensor split_workspace;
   if (config.k_splits > 1) {
     // Per call (caching allocator), so concurrent GEMMs on other streams never share it. The
     // counters need no zeroing: a fresh epoch per launch (epoch_counter_arrive).
-    const int64_t tiles = ((m + config.block_m - 1) / config.block_m) * ((n + config.block_n - 1) / config.block_n);
     const int64_t partials = tiles * config.k_splits * config.block_m * config.block_n;
     split_workspace = at::empty({partials + 2 * tiles}, a.options().dtype(at::kFloat));
     p.k_splits = config.k_splits;
@@ -216,7 +213,7 @@ void m_grouped_fp8_gemm_nt_contiguous_1d2d(const at::Tensor& a, const at::Tensor
   HK_CHECK_VALUE(config.cluster_m == 1 && config.block_m <= 128,
                  "the contiguous GEMM runs without clusters and with BLOCK_M <= 128, the expert segment alignment "
                  "(HOPPERKIT_FP8_GEMM_CONFIG)");
-  choose_staging(config, blocks(m, config.block_m) * blocks(n, config.block_n), num_sms, forced_staging);
+  choose_staging(config, ceil_div(m, config.block_m) * ceil_div(n, config.block_n), num_sms, forced_staging);
   gemm::Fp8Gemm1d2dParams p;
   p.layout = gemm::GemmLayout::kMGroupedContiguous;
   set_a_2d(p, a, sfa, config.block_m);
@@ -276,8 +273,8 @@ void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sf
   const std::optional<bool> forced_staging = apply_config_override(config);
   HK_CHECK_VALUE(config.cluster_m == 1, "the masked GEMM runs without clusters (HOPPERKIT_FP8_GEMM_CONFIG)");
   // The blocks past masked_m only store zeros: the expected rows decide how many tiles compute.
-  choose_staging(config, g * blocks(std::min(expected_m, m_max), config.block_m) * blocks(n, config.block_n), num_sms,
-                 forced_staging);
+  choose_staging(config, g * ceil_div(std::min(expected_m, m_max), config.block_m) * ceil_div(n, config.block_n),
+                 num_sms, forced_staging);
   gemm::Fp8Gemm1d2dParams p;
   p.layout = gemm::GemmLayout::kMGroupedMasked;
   {

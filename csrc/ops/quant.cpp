@@ -29,8 +29,6 @@ void check_cast_input(const at::Tensor& x) {
                  x.sizes());
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 template <typename T>
 const T* input_ptr(const at::Tensor& x) {
   return reinterpret_cast<const T*>(x.const_data_ptr());
