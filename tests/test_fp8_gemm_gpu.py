@@ -310,6 +310,31 @@ def test_split_k_forced(cuda, monkeypatch, m, n, k, config, splits):
         assert torch.equal(d, first), "split-K result changed between calls"
 
 
+@pytest.mark.parametrize("var,value", [
+    ("HOPPERKIT_FP8_GEMM_CONFIG", "128,128"),  # a field missing
+    ("HOPPERKIT_FP8_GEMM_CONFIG", "128,128,1x"),  # a trailing character
+    ("HOPPERKIT_FP8_GEMM_CONFIG", "128,128,1,1,1"),  # a field too many
+    ("HOPPERKIT_FP8_GEMM_CONFIG", "128;128;1"),
+    ("HOPPERKIT_FP8_GEMM_SPLITS", "0"),
+    ("HOPPERKIT_FP8_GEMM_SPLITS", "4k"),
+    ("HOPPERKIT_BF16_GEMM_CONFIG", "128,256,"),
+])
+def test_tuning_knob_must_parse(cuda, monkeypatch, var, value):
+    """A mistyped tuning knob is an error naming the variable, never a silently different
+    configuration."""
+    monkeypatch.setenv(var, value)
+    m, n, k = 64, 256, 256
+    if var.startswith("HOPPERKIT_BF16"):
+        a = torch.randn(m, k, dtype=torch.bfloat16, device=cuda)
+        b = torch.randn(n, k, dtype=torch.bfloat16, device=cuda)
+        call = lambda: hopperkit.bf16_gemm_nt(a, b, torch.empty(m, n, dtype=torch.bfloat16, device=cuda))
+    else:
+        _, _, (a_fp8, sfa), (b_fp8, sfb) = _inputs_1d2d(cuda, m, n, k, "knob")
+        call = lambda: hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), torch.empty(m, n, dtype=torch.bfloat16, device=cuda))
+    with pytest.raises(ValueError, match=var):
+        call()
+
+
 def test_split_k_cuda_graph_replay(cuda, monkeypatch):
     """A captured split-K GEMM replays with one epoch: its tile counters must come back clean after
     every replay, also when the inputs change between replays."""

@@ -1,8 +1,12 @@
 // Argument checks shared by the op implementations, and the host-side layout arithmetic they imply.
 #pragma once
 
+#include <cerrno>
+#include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <utility>
+#include <vector>
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
@@ -13,6 +17,24 @@
 namespace hopperkit::ops {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The value of a tuning knob (an environment variable) as comma-separated decimal integers. The
+// whole value must parse: anything else (a typo, a trailing character, a missing field) gives
+// false, so that a mistyped knob is an error instead of a silently different configuration.
+inline bool parse_int_list(const char* text, std::vector<int>& values) {
+  values.clear();
+  const char* p = text;
+  while (true) {
+    char* end = nullptr;
+    errno = 0;
+    const long v = std::strtol(p, &end, 10);
+    if (end == p || errno != 0 || v < INT_MIN || v > INT_MAX) return false;
+    values.push_back(static_cast<int>(v));
+    if (*end == '\0') return true;
+    if (*end != ',') return false;
+    p = end + 1;
+  }
+}
 
 inline void check_cuda_tensor(const at::Tensor& t, const char* name, at::ScalarType dtype) {
   HK_CHECK_VALUE(t.is_cuda(), name, " must be a CUDA tensor, got one on ", t.device());

@@ -1,7 +1,6 @@
 // GEMM ops.
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
 #include <cstdlib>
 #include <optional>
 
@@ -25,10 +24,13 @@ namespace {
 std::optional<bool> apply_config_override(gemm::Fp8Gemm1d2dConfig& config) {
   const char* forced = std::getenv("HOPPERKIT_FP8_GEMM_CONFIG");
   if (forced == nullptr) return std::nullopt;
-  int one_box = 0;
-  const int fields = std::sscanf(forced, "%d,%d,%d,%d", &config.block_m, &config.block_n, &config.cluster_m, &one_box);
-  HK_CHECK_VALUE(fields >= 3, "HOPPERKIT_FP8_GEMM_CONFIG must be BLOCK_M,BLOCK_N,CLUSTER[,ONE_BOX], got '", forced, "'");
-  return fields == 4 ? std::optional<bool>(one_box != 0) : std::nullopt;
+  std::vector<int> v;
+  HK_CHECK_VALUE(parse_int_list(forced, v) && (v.size() == 3 || v.size() == 4),
+                 "HOPPERKIT_FP8_GEMM_CONFIG must be BLOCK_M,BLOCK_N,CLUSTER[,ONE_BOX], got '", forced, "'");
+  config.block_m = v[0];
+  config.block_n = v[1];
+  config.cluster_m = v[2];
+  return v.size() == 4 ? std::optional<bool>(v[3] != 0) : std::nullopt;
 }
 
 // The staging variant for a grid of `work_units` (gemm::fp8_1d2d_one_box_staging), unless forced.
@@ -119,7 +121,10 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
                                             static_cast<int>(num_sms));
   }
   if (const char* forced = std::getenv("HOPPERKIT_FP8_GEMM_SPLITS")) {
-    config.k_splits = std::max(1, std::atoi(forced));
+    std::vector<int> v;
+    HK_CHECK_VALUE(parse_int_list(forced, v) && v.size() == 1 && v[0] >= 1,
+                   "HOPPERKIT_FP8_GEMM_SPLITS must be a positive integer, got '", forced, "'");
+    config.k_splits = v[0];
     HK_CHECK_VALUE(config.cluster_m == 1 || config.k_splits == 1, "split-K runs without clusters");
   }
   const int64_t tiles = ceil_div(m, config.block_m) * ceil_div(n, config.block_n);

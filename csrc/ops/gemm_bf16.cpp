@@ -1,5 +1,4 @@
 // BF16 GEMM ops: dense D = C + A·Bᵀ (A, B each K- or MN-major) and the m-grouped MoE layouts.
-#include <cstdio>
 #include <cstdlib>
 #include <optional>
 
@@ -72,8 +71,11 @@ void check_output(const at::Tensor& t, const char* name, std::initializer_list<i
 // 128-row segments of the contiguous layout, so no layout needs a check of its own.
 void apply_bf16_config_override(gemm::Bf16GemmConfig& config) {
   if (const char* forced = std::getenv("HOPPERKIT_BF16_GEMM_CONFIG")) {
-    HK_CHECK_VALUE(std::sscanf(forced, "%d,%d", &config.block_m, &config.block_n) == 2,
-                   "HOPPERKIT_BF16_GEMM_CONFIG must be BLOCK_M,BLOCK_N, got '", forced, "'");
+    std::vector<int> v;
+    HK_CHECK_VALUE(parse_int_list(forced, v) && v.size() == 2, "HOPPERKIT_BF16_GEMM_CONFIG must be BLOCK_M,BLOCK_N, got '",
+                   forced, "'");
+    config.block_m = v[0];
+    config.block_n = v[1];
   }
 }
 
