@@ -53,10 +53,11 @@ __device__ __forceinline__ void store_rows_bf16(const TileStoreTarget& target, u
 #pragma unroll
     for (int pair = 0; pair < kStoreBoxCols / 16; ++pair) {
       const int j = box * (kStoreBoxCols / 8) + 2 * pair;  // 8-column groups j and j + 1
-      const uint32_t r0 = pack_bf16x2(keep_a ? acc[4 * j + 0] : 0.0f, keep_a ? acc[4 * j + 1] : 0.0f);
-      const uint32_t r1 = pack_bf16x2(keep_b ? acc[4 * j + 2] : 0.0f, keep_b ? acc[4 * j + 3] : 0.0f);
-      const uint32_t r2 = pack_bf16x2(keep_a ? acc[4 * j + 4] : 0.0f, keep_a ? acc[4 * j + 5] : 0.0f);
-      const uint32_t r3 = pack_bf16x2(keep_b ? acc[4 * j + 6] : 0.0f, keep_b ? acc[4 * j + 7] : 0.0f);
+      // One select per packed pair (bf16 zeros are zero bits) rather than one per value.
+      const uint32_t r0 = keep_a ? pack_bf16x2(acc[4 * j + 0], acc[4 * j + 1]) : 0u;
+      const uint32_t r1 = keep_b ? pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]) : 0u;
+      const uint32_t r2 = keep_a ? pack_bf16x2(acc[4 * j + 4], acc[4 * j + 5]) : 0u;
+      const uint32_t r3 = keep_b ? pack_bf16x2(acc[4 * j + 6], acc[4 * j + 7]) : 0u;
       stmatrix_x4(buffer + swizzle_128b_offset(st_row, 2 * pair + st_chunk), r0, r1, r2, r3);
     }
     fence_shared_for_async_proxy();
