@@ -161,6 +161,28 @@ def test_masked(g, expected, n, k):
     _check_masked(d, a, a_fp8, sfa, b, b_fp8, sfb, masked_m, dead)
 
 
+@pytest.mark.parametrize("g,counts", [(3, [1, 0, 1]), (1, [1])])
+def test_masked_size_one_dims_any_stride(g, counts, forbid_reference):
+    """M_max = 1 (and G = 1): torch reports any stride for a dimension of one entry, and a view can
+    carry one that no TMA map could use. The op must neither refuse such a view nor hand TMA its
+    stride: A and D here have row strides 5 and 3, and for G = 1 odd group strides."""
+    forbid_reference("m_grouped_fp8_gemm_nt_masked")
+    n, k = 512, 384
+    a, a_fp8, sfa, b, b_fp8, sfb = _masked_inputs(g, 1, n, k, seed=2)
+    group_a = k + 32 if g > 1 else 7
+    a_store = torch.empty(g * (k + 32), dtype=torch.uint8, device="cuda")
+    a_view = a_store.as_strided((g, 1, k), (group_a, 5, 1))
+    a_view.copy_(a_fp8.view(torch.uint8))
+    a_view = a_view.view(torch.float8_e4m3fn)
+    group_d = n + 8 if g > 1 else 3
+    d_store = poison_(torch.empty(g * (n + 8), dtype=torch.bfloat16, device="cuda"))
+    d = d_store.as_strided((g, 1, n), (group_d, 3, 1))
+    masked_m = torch.tensor(counts, dtype=torch.int32)
+    hopperkit.m_grouped_fp8_gemm_nt_masked((a_view, sfa), (b_fp8, sfb), d, masked_m.cuda(), 1)
+    dead = torch.arange(1, device="cuda")[None, :] >= masked_m.cuda()[:, None].long()
+    _check_masked(d, a, a_fp8, sfa, b, b_fp8, sfb, masked_m, dead)
+
+
 def test_masked_cuda_graph_replay():
     """One capture serves any counts: masked_m is read on the device."""
     g, m_max, n, k = 8, 160, 4096, 2048

@@ -86,12 +86,21 @@ inline int64_t fp8_row_stride(const at::Tensor& t) { return t.size(0) <= 1 ? (t.
 // FP8 [G, rows, K] (grouped operands, read through 3-D TMA maps): rows at least K apart and groups at
 // least the rows' span apart, as TMA requires; group_stride_for_tma gives a one-group tensor's map a
 // valid group stride whatever its own (never stepped over).
+// Dimensions of one entry are never stepped over, whatever torch reports as their stride: the
+// checks skip them, and row_stride_3d_for_tma / group_stride_for_tma give the maps valid strides
+// in their place (a row of K bytes rounded up to 16, the rows' span).
+inline int64_t row_stride_3d_for_tma(const at::Tensor& t) {
+  return t.size(1) > 1 ? t.stride(1) : (t.size(2) * t.element_size() + 15) / 16 * 16 / t.element_size();
+}
 inline void check_fp8_3d_no_overlap(const at::Tensor& t, const char* name) {
-  HK_CHECK_VALUE(t.stride(1) >= t.size(2) && (t.size(0) <= 1 || t.stride(0) >= (t.size(1) - 1) * t.stride(1) + t.size(2)),
+  HK_CHECK_VALUE((t.size(1) <= 1 || t.stride(1) >= t.size(2)) &&
+                     (t.size(0) <= 1 || t.stride(0) >= (t.size(1) - 1) * row_stride_3d_for_tma(t) + t.size(2)),
                  name, " must have rows and groups that do not overlap (row stride >= K, group stride >= the rows' span; "
                  "pass a .contiguous() copy), got shape ", t.sizes(), " strides ", t.strides());
 }
-inline int64_t group_stride_for_tma(const at::Tensor& t) { return t.size(0) > 1 ? t.stride(0) : t.size(1) * t.stride(1); }
+inline int64_t group_stride_for_tma(const at::Tensor& t) {
+  return t.size(0) > 1 ? t.stride(0) : t.size(1) * row_stride_3d_for_tma(t);
+}
 
 // Every element of a GEMM output is written once, by one thread of one tile. That is a race-free
 // store only when distinct (group, row, column) are distinct addresses: no stride 0 (an expand()-ed

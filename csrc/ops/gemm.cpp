@@ -237,8 +237,8 @@ void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sf
                                        const at::Tensor& sfb, at::Tensor& d, const at::Tensor& masked_m,
                                        int64_t expected_m, int64_t num_sms, bool pdl) {
   check_cuda_tensor(a, "a", at::kFloat8_e4m3fn);
-  HK_CHECK_VALUE(a.dim() == 3 && a.stride(2) == 1 && a.stride(1) % 16 == 0 && (a.size(0) <= 1 || a.stride(0) % 16 == 0) &&
-                     reinterpret_cast<uintptr_t>(a.data_ptr()) % 16 == 0,
+  HK_CHECK_VALUE(a.dim() == 3 && a.stride(2) == 1 && (a.size(1) <= 1 || a.stride(1) % 16 == 0) &&
+                     (a.size(0) <= 1 || a.stride(0) % 16 == 0) && reinterpret_cast<uintptr_t>(a.data_ptr()) % 16 == 0,
                  "a must be a K-major [G, M_max, K] FP8 tensor with 16-byte aligned rows, got shape ", a.sizes(),
                  " strides ", a.strides());
   check_fp8_3d_no_overlap(a, "a");
@@ -259,7 +259,8 @@ void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sf
                  " strides ", sfa.strides());
   check_cuda_tensor(d, "d", at::kBFloat16);
   HK_CHECK_VALUE(d.dim() == 3 && d.size(0) == g && d.size(1) == m_max && d.size(2) == n && d.stride(2) == 1 &&
-                     d.stride(1) % 8 == 0 && d.stride(0) % 8 == 0 && reinterpret_cast<uintptr_t>(d.data_ptr()) % 16 == 0,
+                     (m_max <= 1 || d.stride(1) % 8 == 0) && (g <= 1 || d.stride(0) % 8 == 0) &&
+                     reinterpret_cast<uintptr_t>(d.data_ptr()) % 16 == 0,
                  "d must be a row-major [", g, ", ", m_max, ", ", n, "] bf16 tensor with 16-byte aligned rows, got shape ",
                  d.sizes(), " strides ", d.strides());
   check_output_elements_disjoint(d, "d");
@@ -284,7 +285,8 @@ void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sf
   p.layout = gemm::GemmLayout::kMGroupedMasked;
   {
     const uint64_t dims[3] = {static_cast<uint64_t>(k), static_cast<uint64_t>(m_max), static_cast<uint64_t>(g)};
-    const uint64_t strides[2] = {static_cast<uint64_t>(a.stride(1)), static_cast<uint64_t>(group_stride_for_tma(a))};
+    const uint64_t strides[2] = {static_cast<uint64_t>(row_stride_3d_for_tma(a)),
+                                 static_cast<uint64_t>(group_stride_for_tma(a))};
     p.a_box_rows = a_box_rows(m_max, config.block_m);
     const uint32_t box[3] = {128, static_cast<uint32_t>(p.a_box_rows), 1};
     p.tma_a = make_tma_nd<3>(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
@@ -297,7 +299,8 @@ void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sf
   set_grouped_sfb(p, sfb);
   {
     const uint64_t dims[3] = {static_cast<uint64_t>(n), static_cast<uint64_t>(m_max), static_cast<uint64_t>(g)};
-    const uint64_t strides[2] = {static_cast<uint64_t>(d.stride(1)) * 2, static_cast<uint64_t>(d.stride(0)) * 2};
+    const uint64_t strides[2] = {static_cast<uint64_t>(row_stride_3d_for_tma(d)) * 2,
+                                 static_cast<uint64_t>(group_stride_for_tma(d)) * 2};
     const uint32_t box[3] = {gemm::kStoreBoxCols, gemm::kStoreBoxRows, 1};
     p.tma_d = make_tma_nd<3>(d.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, dims, strides, box,
                              CU_TENSOR_MAP_SWIZZLE_128B);
