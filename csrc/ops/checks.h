@@ -83,12 +83,12 @@ inline void check_fp8_k_major(const at::Tensor& t, const char* name) {
 // row K rounded up to 16 bytes (any multiple of 16 would do; the map never steps).
 inline int64_t fp8_row_stride(const at::Tensor& t) { return t.size(0) <= 1 ? (t.size(1) + 15) / 16 * 16 : t.stride(0); }
 
-// FP8 [G, rows, K] (grouped operands, read through 3-D TMA maps): rows at least K apart and groups at
-// least the rows' span apart, as TMA requires; group_stride_for_tma gives a one-group tensor's map a
-// valid group stride whatever its own (never stepped over).
-// Dimensions of one entry are never stepped over, whatever torch reports as their stride: the
-// checks skip them, and row_stride_3d_for_tma / group_stride_for_tma give the maps valid strides
-// in their place (a row of K bytes rounded up to 16, the rows' span).
+// [G, rows, cols] tensors behind 3-D TMA maps (the grouped FP8 operands, the masked layout's D). A
+// dimension of one entry is never stepped over, whatever stride torch reports for it: the checks
+// skip such dimensions, and the maps take row_stride_3d_for_tma (a row's bytes rounded up to 16) and
+// group_stride_for_tma (the rows' span) in their place.
+// check_fp8_3d_no_overlap: FP8 rows at least K apart and groups at least the rows' span apart, as
+// TMA requires.
 inline int64_t row_stride_3d_for_tma(const at::Tensor& t) {
   return t.size(1) > 1 ? t.stride(1) : (t.size(2) * t.element_size() + 15) / 16 * 16 / t.element_size();
 }
