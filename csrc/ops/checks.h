@@ -65,7 +65,7 @@ inline int64_t row_stride(const at::Tensor& t) { return t.size(-2) > 1 ? t.strid
 
 // FP8 [rows, K], K-major with 16-byte aligned rows. The stride of a dimension with one entry is never
 // stepped over, so it is not checked (the Python checks agree): a [1, K] view of a wider tensor is
-// accepted whatever its row stride. Maps must therefore take the row stride from fp8_row_stride,
+// accepted whatever its row stride. Maps must therefore take the row stride from tma_row_stride,
 // never from stride(0), which would hand TMA a stride that is not a multiple of 16 bytes.
 inline void check_fp8_k_major(const at::Tensor& t, const char* name) {
   check_cuda_tensor(t, name, at::kFloat8_e4m3fn);
@@ -79,27 +79,29 @@ inline void check_fp8_k_major(const at::Tensor& t, const char* name) {
                  t.sizes(), " strides ", t.strides());
 }
 
-// The row stride TMA steps over for a tensor accepted by check_fp8_k_major: stride(0), or for a single
-// row K rounded up to 16 bytes (any multiple of 16 would do; the map never steps).
-inline int64_t fp8_row_stride(const at::Tensor& t) { return t.size(0) <= 1 ? (t.size(1) + 15) / 16 * 16 : t.stride(0); }
+// The row stride (elements) a TMA map of a row-major [..., rows, cols] tensor is given: row_stride,
+// except that a single row (never stepped over, any stride in torch's eyes) takes its width rounded
+// up to 16 bytes, since every stride of a map must be a multiple of 16 bytes.
+inline int64_t tma_row_stride(const at::Tensor& t) {
+  if (t.size(-2) > 1) return t.stride(-2);
+  const int64_t bytes = t.element_size();
+  return (t.size(-1) * bytes + 15) / 16 * 16 / bytes;
+}
 
-// [G, rows, cols] tensors behind 3-D TMA maps (the grouped FP8 operands, the masked layout's D). A
+// [G, rows, cols] tensors behind 3-D TMA maps (the grouped FP8 operands, the masked layouts' D). A
 // dimension of one entry is never stepped over, whatever stride torch reports for it: the checks
-// skip such dimensions, and the maps take row_stride_3d_for_tma (a row's bytes rounded up to 16) and
-// group_stride_for_tma (the rows' span) in their place.
+// skip such dimensions, and the maps take tma_row_stride and group_stride_for_tma (the rows' span)
+// in their place.
 // check_fp8_3d_no_overlap: FP8 rows at least K apart and groups at least the rows' span apart, as
 // TMA requires.
-inline int64_t row_stride_3d_for_tma(const at::Tensor& t) {
-  return t.size(1) > 1 ? t.stride(1) : (t.size(2) * t.element_size() + 15) / 16 * 16 / t.element_size();
-}
 inline void check_fp8_3d_no_overlap(const at::Tensor& t, const char* name) {
   HK_CHECK_VALUE((t.size(1) <= 1 || t.stride(1) >= t.size(2)) &&
-                     (t.size(0) <= 1 || t.stride(0) >= (t.size(1) - 1) * row_stride_3d_for_tma(t) + t.size(2)),
+                     (t.size(0) <= 1 || t.stride(0) >= (t.size(1) - 1) * tma_row_stride(t) + t.size(2)),
                  name, " must have rows and groups that do not overlap (row stride >= K, group stride >= the rows' span; "
                  "pass a .contiguous() copy), got shape ", t.sizes(), " strides ", t.strides());
 }
 inline int64_t group_stride_for_tma(const at::Tensor& t) {
-  return t.size(0) > 1 ? t.stride(0) : t.size(1) * row_stride_3d_for_tma(t);
+  return t.size(0) > 1 ? t.stride(0) : t.size(1) * tma_row_stride(t);
 }
 
 // Every element of a GEMM output is written once, by one thread of one tile. That is a race-free

@@ -64,7 +64,7 @@ void check_sfa_2d(const at::Tensor& sfa, int64_t m, int64_t k_blocks) {
 
 // A row-major BF16 D [M, N] that TMA can store to and whose elements are distinct. As for the FP8
 // operands, the row stride of a one-row D is never stepped over and is not checked (the Python
-// checks agree); its map takes row_stride(d), never stride(0).
+// checks agree); its map takes tma_row_stride(d), never stride(0).
 void check_d_2d(const at::Tensor& d, int64_t m, int64_t n) {
   check_cuda_tensor(d, "d", at::kBFloat16);
   HK_CHECK_VALUE(d.dim() == 2 && d.size(0) == m && d.size(1) == n && d.stride(1) == 1 && (m <= 1 || d.stride(0) % 8 == 0) &&
@@ -78,7 +78,7 @@ void check_d_2d(const at::Tensor& d, int64_t m, int64_t n) {
 void set_a_2d(gemm::Fp8Gemm1d2dParams& p, const at::Tensor& a, const at::Tensor& sfa, int block_m) {
   const int64_t m = a.size(0), k = a.size(1), k_blocks = (k + 127) / 128;
   p.a_box_rows = a_box_rows(m, block_m);
-  p.tma_a = make_tma_2d(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, m, fp8_row_stride(a), 128, p.a_box_rows,
+  p.tma_a = make_tma_2d(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, m, tma_row_stride(a), 128, p.a_box_rows,
                         CU_TENSOR_MAP_SWIZZLE_128B);
   const int64_t sfa_ld = k_blocks == 1 ? (m + 3) / 4 * 4 : sfa.stride(1);
   p.tma_sfa = make_tma_2d(sfa.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, m, k_blocks, sfa_ld, p.a_box_rows, 1,
@@ -87,7 +87,7 @@ void set_a_2d(gemm::Fp8Gemm1d2dParams& p, const at::Tensor& a, const at::Tensor&
 
 // D is written by TMA stores of one math warpgroup's rows (gemm/tile_store.h); boxes clip at D's edges.
 CUtensorMap d_map_2d(const at::Tensor& d) {
-  return make_tma_2d(d.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, d.size(1), d.size(0), row_stride(d),
+  return make_tma_2d(d.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, d.size(1), d.size(0), tma_row_stride(d),
                      gemm::kStoreBoxCols, gemm::kStoreBoxRows, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
@@ -142,7 +142,7 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
     p.split_epoch = next_launch_epoch();
   }
   set_a_2d(p, a, sfa, config.block_m);
-  p.tma_b = make_tma_2d(b.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, n, fp8_row_stride(b), 128, config.block_n,
+  p.tma_b = make_tma_2d(b.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, n, tma_row_stride(b), 128, config.block_n,
                         CU_TENSOR_MAP_SWIZZLE_128B);
   p.sfb = sfb.data_ptr<float>();
   p.sfb_stride_n = sfb.stride(0);
@@ -179,7 +179,7 @@ void check_grouped_b(const at::Tensor& b, const at::Tensor& sfb, const at::Tenso
 CUtensorMap grouped_b_map(const at::Tensor& b, int block_n) {
   const uint64_t dims[3] = {static_cast<uint64_t>(b.size(2)), static_cast<uint64_t>(b.size(1)),
                             static_cast<uint64_t>(b.size(0))};
-  const uint64_t strides[2] = {static_cast<uint64_t>(b.stride(1)), static_cast<uint64_t>(group_stride_for_tma(b))};
+  const uint64_t strides[2] = {static_cast<uint64_t>(tma_row_stride(b)), static_cast<uint64_t>(group_stride_for_tma(b))};
   const uint32_t box[3] = {128, static_cast<uint32_t>(block_n), 1};
   return make_tma_nd<3>(b.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
 }
@@ -285,7 +285,7 @@ void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sf
   p.layout = gemm::GemmLayout::kMGroupedMasked;
   {
     const uint64_t dims[3] = {static_cast<uint64_t>(k), static_cast<uint64_t>(m_max), static_cast<uint64_t>(g)};
-    const uint64_t strides[2] = {static_cast<uint64_t>(row_stride_3d_for_tma(a)),
+    const uint64_t strides[2] = {static_cast<uint64_t>(tma_row_stride(a)),
                                  static_cast<uint64_t>(group_stride_for_tma(a))};
     p.a_box_rows = a_box_rows(m_max, config.block_m);
     const uint32_t box[3] = {128, static_cast<uint32_t>(p.a_box_rows), 1};
@@ -299,7 +299,7 @@ void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sf
   set_grouped_sfb(p, sfb);
   {
     const uint64_t dims[3] = {static_cast<uint64_t>(n), static_cast<uint64_t>(m_max), static_cast<uint64_t>(g)};
-    const uint64_t strides[2] = {static_cast<uint64_t>(row_stride_3d_for_tma(d)) * 2,
+    const uint64_t strides[2] = {static_cast<uint64_t>(tma_row_stride(d)) * 2,
                                  static_cast<uint64_t>(group_stride_for_tma(d)) * 2};
     const uint32_t box[3] = {gemm::kStoreBoxCols, gemm::kStoreBoxRows, 1};
     p.tma_d = make_tma_nd<3>(d.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, dims, strides, box,

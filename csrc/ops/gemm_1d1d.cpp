@@ -97,8 +97,8 @@ void fp8_gemm_nt_1d1d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
 
   const gemm::Fp8Gemm1d1dConfig config = gemm::choose_fp8_1d1d_config(static_cast<int>(m));
   gemm::Fp8Gemm1d1dParams p;
-  p.tma_a = fp8_k_major_map(a.data_ptr(), m, k, fp8_row_stride(a), config.block_m);
-  p.tma_b = fp8_k_major_map(b.data_ptr(), n, k, fp8_row_stride(b), config.block_n);
+  p.tma_a = fp8_k_major_map(a.data_ptr(), m, k, tma_row_stride(a), config.block_m);
+  p.tma_b = fp8_k_major_map(b.data_ptr(), n, k, tma_row_stride(b), config.block_n);
   p.tma_sfa = scales_map(sfa, m, kb, config.block_m);
   p.tma_sfb = scales_map(sfb, n, kb, config.block_n);
   const int64_t ldd = m == 1 ? align4(n) : d.stride(0);

@@ -98,13 +98,13 @@ void set_tma_store(gemm::Bf16GemmParams& p, const at::Tensor& d) {
   if (p.output != gemm::Bf16GemmOutput::kBf16 || p.c != nullptr || d.size(-1) % 8 != 0) return;
   p.tma_store_d = true;
   if (d.dim() == 2) {
-    p.tma_d = make_tma_2d(d.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, d.size(1), d.size(0), row_stride(d),
+    p.tma_d = make_tma_2d(d.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, d.size(1), d.size(0), tma_row_stride(d),
                           gemm::kStoreBoxCols, gemm::kStoreBoxRows, CU_TENSOR_MAP_SWIZZLE_128B);
   } else {
     const uint64_t dims[3] = {static_cast<uint64_t>(d.size(2)), static_cast<uint64_t>(d.size(1)),
                               static_cast<uint64_t>(d.size(0))};
-    const uint64_t strides[2] = {static_cast<uint64_t>(row_stride(d)) * 2,
-                                 static_cast<uint64_t>(d.size(0) > 1 ? d.stride(0) : d.size(1) * row_stride(d)) * 2};
+    const uint64_t strides[2] = {static_cast<uint64_t>(tma_row_stride(d)) * 2,
+                                 static_cast<uint64_t>(group_stride_for_tma(d)) * 2};
     const uint32_t box[3] = {gemm::kStoreBoxCols, gemm::kStoreBoxRows, 1};
     p.tma_d = make_tma_nd<3>(d.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, dims, strides, box,
                              CU_TENSOR_MAP_SWIZZLE_128B);
