@@ -26,7 +26,7 @@ import torch
 import hopperkit
 from hopperkit import _ops
 from hopperkit.reference import gemm as ref_gemm
-from hopperkit.testing import assert_fp8_gemm_close, block_scaled_randn, poison_, seeded_generator
+from hopperkit.testing import assert_fp8_gemm_close, block_scaled_randn, capture_graph, poison_, seeded_generator
 
 pytestmark = pytest.mark.gpu
 
@@ -248,6 +248,10 @@ def _k_grouped_case(device, m, n, ks, *key):
     return a_parts, b_parts, (a8, sfa), (b8, sfb), c0
 
 
+def _ks_tensor(device, ks):
+    return torch.tensor(ks, dtype=torch.int32, device=device)
+
+
 def _run_k_grouped(device, m, n, ks, in_place, *key):
     a_parts, b_parts, (a8, sfa), (b8, sfb), c0 = _k_grouped_case(device, m, n, ks, *key)
     ks_tensor = torch.tensor(ks, dtype=torch.int32, device=device)
@@ -319,8 +323,8 @@ def test_k_grouped_op_without_c(cuda):
     a_parts, b_parts, (a8, sfa), (b8, sfb), c0 = _k_grouped_case(cuda, m, n, ks, "no_c")
     sfa_t, sfb_t = _op_scales(sfa, sfb)
     d = poison_(torch.empty(len(ks), m, n, device=cuda))
-    torch.ops.hopperkit.k_grouped_fp8_gemm_nt_contiguous_1d1d(a8, sfa_t, b8, sfb_t, d, ks, None,
-                                                              hopperkit.get_num_sms(), False)
+    torch.ops.hopperkit.k_grouped_fp8_gemm_nt_contiguous_1d1d(a8, sfa_t, b8, sfb_t, d, ks, _ks_tensor(cuda, ks),
+                                                              None, hopperkit.get_num_sms(), False)
     reference = ref_gemm.k_grouped_fp8_gemm_nt_contiguous(a8, sfa, b8, sfb, ks, torch.zeros_like(c0))
     for g, kg in enumerate(ks):
         if kg == 0:
@@ -336,18 +340,64 @@ def test_k_grouped_op_all_empty_without_c_and_pdl(cuda):
     op = torch.ops.hopperkit.k_grouped_fp8_gemm_nt_contiguous_1d1d
     sms = hopperkit.get_num_sms()
     d = poison_(torch.empty(2, m, n, device=cuda))
-    op(empty, torch.empty(m, 0, device=cuda), empty, torch.empty(n, 0, device=cuda), d, [0, 0], None, sms, False)
+    op(empty, torch.empty(m, 0, device=cuda), empty, torch.empty(n, 0, device=cuda), d, [0, 0], _ks_tensor(cuda, [0, 0]),
+       None, sms, False)
     assert torch.equal(d, torch.zeros_like(d)), "Σks = 0 without C must give D = 0"
 
     ks = [128, 0, 256]
     a_parts, b_parts, (a8, sfa), (b8, sfb), c0 = _k_grouped_case(cuda, m, n, ks, "pdl")
     sfa_t, sfb_t = _op_scales(sfa, sfb)
     d = c0.clone()
-    op(a8, sfa_t, b8, sfb_t, d, ks, d, sms, True)
+    op(a8, sfa_t, b8, sfb_t, d, ks, _ks_tensor(cuda, ks), d, sms, True)
     reference = ref_gemm.k_grouped_fp8_gemm_nt_contiguous(a8, sfa, b8, sfb, ks, c0)
     assert torch.equal(d[1], c0[1]), "empty group with C: D[g] must stay C[g]"
     for g in (0, 2):
         assert_fp8_gemm_close(f"pdl group {g}", d[g], c0[g] + a_parts[g].float() @ b_parts[g].float().T, reference[g])
+
+
+def test_k_grouped_graph_replays_other_sizes(cuda, kernel_only):
+    """One capture serves any group sizes of the same total: the kernel reads them from ks_tensor on
+    the device. Each replay gets new operands (copied into the captured buffers) split another way,
+    empty groups included, and must match the reference for that split."""
+    m, n, captured = 192, 264, [256, 384, 0, 128]
+    _, _, (a8, sfa), (b8, sfb), c = _k_grouped_case(cuda, m, n, captured, "graph")
+    ks_tensor = _ks_tensor(cuda, captured)
+    d = poison_(torch.empty_like(c))
+    graph, _ = capture_graph(
+        lambda: hopperkit.k_grouped_fp8_gemm_nt_contiguous((a8, sfa), (b8, sfb), d, captured, ks_tensor, c=c))
+    for ks in ([128, 0, 512, 128], [0, 0, 0, 768], [768, 0, 0, 0], captured):
+        a_parts, b_parts, (a_new, sfa_new), (b_new, sfb_new), c_new = _k_grouped_case(cuda, m, n, ks, "replay")
+        for buf, new in ((a8, a_new), (sfa, sfa_new), (b8, b_new), (sfb, sfb_new), (c, c_new), (ks_tensor, _ks_tensor(cuda, ks))):
+            buf.copy_(new)
+        poison_(d)
+        graph.replay()
+        torch.cuda.synchronize()
+        reference = ref_gemm.k_grouped_fp8_gemm_nt_contiguous(a8, sfa, b8, sfb, ks, c_new)
+        for g, kg in enumerate(ks):
+            if kg == 0:
+                assert torch.equal(d[g], c_new[g]), f"replay {ks}: empty group {g} must give D[g] = C[g]"
+                continue
+            unquantized = c_new[g] + a_parts[g].float() @ b_parts[g].float().T
+            assert_fp8_gemm_close(f"replay {ks} group {g}", d[g], unquantized, reference[g])
+
+
+def test_k_grouped_device_sizes_out_of_contract(cuda, kernel_only):
+    """ks_tensor disagreeing with ks (value checks off, so nothing reads it back): an entry that is not
+    a non-negative multiple of 128 counts as 0 and every group's range is cut at Σks, so the kernel
+    computes that split of the buffers and never reads past them."""
+    m, n, ks = 128, 256, [256, 128, 384]
+    _, _, (a8, sfa), (b8, sfb), c0 = _k_grouped_case(cuda, m, n, ks, "out of contract")
+    cases = (([1024, 128, 384], [768, 0, 0]), ([100, -128, 768], [0, 0, 768]), ([256, 256, 512], [256, 256, 256]))
+    for device_ks, effective in cases:
+        d = c0.clone()
+        hopperkit.k_grouped_fp8_gemm_nt_contiguous((a8, sfa), (b8, sfb), d, ks, _ks_tensor(cuda, device_ks), c=d)
+        reference = ref_gemm.k_grouped_fp8_gemm_nt_contiguous(a8, sfa, b8, sfb, effective, c0)
+        for g, kg in enumerate(effective):
+            if kg == 0:
+                assert torch.equal(d[g], c0[g]), f"device ks {device_ks}: group {g} must be empty"
+                continue
+            # The reference on the same FP8 operands is the check here (no unquantized parts of this split).
+            assert_fp8_gemm_close(f"device ks {device_ks} group {g}", d[g], reference[g], reference[g])
 
 
 def test_k_grouped_bad_inputs(cuda, monkeypatch):
@@ -376,14 +426,18 @@ def test_k_grouped_bad_inputs(cuda, monkeypatch):
     sfa_t, sfb_t = hopperkit.get_mn_major_tma_aligned_tensor(sfa), hopperkit.get_mn_major_tma_aligned_tensor(sfb)
     sms = hopperkit.get_num_sms()
     with pytest.raises(ValueError, match="hopperkit: ks\\[1\\] must be a non-negative multiple of 128"):
-        op(a8, sfa_t, b8, sfb_t, d, [128, 100], d, sms, False)
+        op(a8, sfa_t, b8, sfb_t, d, [128, 100], kt, d, sms, False)
     with pytest.raises(ValueError, match="hopperkit: sfa must be"):
-        op(a8, sfa.contiguous(), b8, sfb_t, d, ks, d, sms, False)
+        op(a8, sfa.contiguous(), b8, sfb_t, d, ks, kt, d, sms, False)
     with pytest.raises(ValueError, match="hopperkit: b must be a contiguous FP8 buffer"):
-        op(a8, sfa_t, b8[:-128], sfb_t, d, ks, d, sms, False)
+        op(a8, sfa_t, b8[:-128], sfb_t, d, ks, kt, d, sms, False)
+    with pytest.raises(ValueError, match="hopperkit: ks_tensor must be a contiguous int32 \\[2\\] tensor"):
+        op(a8, sfa_t, b8, sfb_t, d, ks, kt[:1], d, sms, False)
+    with pytest.raises(TypeError, match="hopperkit: ks_tensor must be Int"):
+        op(a8, sfa_t, b8, sfb_t, d, ks, kt.long(), d, sms, False)
     with pytest.raises(ValueError, match="hopperkit: d must not overlap itself"):  # groups 32 rows apart, 64 rows each
-        op(a8, sfa_t, b8, sfb_t, d.view(-1)[: 96 * n].as_strided((2, m, n), (32 * n, n, 1)), ks, None, sms, False)
+        op(a8, sfa_t, b8, sfb_t, d.view(-1)[: 96 * n].as_strided((2, m, n), (32 * n, n, 1)), ks, kt, None, sms, False)
     shared = torch.randn(2 * m * n + n, device=cuda)  # C one row behind D in one buffer
     with pytest.raises(ValueError, match="hopperkit: c must be d itself"):
-        op(a8, sfa_t, b8, sfb_t, shared[: 2 * m * n].view(2, m, n), ks, shared[n:].view(2, m, n), sms, False)
+        op(a8, sfa_t, b8, sfb_t, shared[: 2 * m * n].view(2, m, n), ks, kt, shared[n:].view(2, m, n), sms, False)
     assert torch.equal(d, c0), "a rejected call wrote D"

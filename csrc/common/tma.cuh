@@ -78,11 +78,48 @@ __device__ __forceinline__ void tma_reduce_add_3d(const CUtensorMap* map, const 
   cute::SM90_TMA_REDUCE_ADD_3D::copy(map, smem, c0, c1, c2);
 }
 
-// A tensor map read from global memory (not a kernel parameter) that was written before the launch
-// through the generic proxy (cudaMemcpy): this thread orders those writes before its TMA use of
-// the map (CUDA programming guide, "tensor maps in global memory"; .sys because the host wrote it).
-__device__ __forceinline__ void tensormap_acquire_from_host(const CUtensorMap* map) {
+// A tensor map read from global memory (not a kernel parameter) that an earlier kernel wrote (see
+// tensormap_publish) or the host copied in: this thread orders those writes before its TMA use of
+// the map (CUDA programming guide, "tensor maps in global memory"; .sys covers both writers).
+__device__ __forceinline__ void tensormap_acquire(const CUtensorMap* map) {
   asm volatile("fence.proxy.tensormap::generic.acquire.sys [%0], 128;" ::"l"(map) : "memory");
+}
+
+// Rewriting a tensor map on the device (PTX tensormap.replace, sm_90a): edit a copy in shared memory
+// (128-byte aligned), then publish it to global memory with tensormap_publish. Only the fields named
+// change; box, swizzle, element type and the other dimensions stay those of the copied map.
+__device__ __forceinline__ void tensormap_set_address(CUtensorMap* smem_map, const void* address) {
+  asm volatile("tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%0], %1;" ::"r"(
+                   static_cast<uint32_t>(__cvta_generic_to_shared(smem_map))),
+               "l"(reinterpret_cast<uint64_t>(address))
+               : "memory");
+}
+
+// Extent of the innermost dimension (elements).
+__device__ __forceinline__ void tensormap_set_inner_dim(CUtensorMap* smem_map, uint32_t extent) {
+  asm volatile("tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%0], 0, %1;" ::"r"(
+                   static_cast<uint32_t>(__cvta_generic_to_shared(smem_map))),
+               "r"(extent)
+               : "memory");
+}
+
+// Byte stride between consecutive rows (dimension 1), a multiple of 16.
+__device__ __forceinline__ void tensormap_set_row_stride(CUtensorMap* smem_map, uint64_t stride_bytes) {
+  asm volatile("tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [%0], 0, %1;" ::"r"(
+                   static_cast<uint32_t>(__cvta_generic_to_shared(smem_map))),
+               "l"(stride_bytes)
+               : "memory");
+}
+
+// Warp-collective (every lane, converged): copies the edited map from shared to global memory with
+// release semantics toward the tensormap proxy at GPU scope, so a later kernel that acquires it
+// (tensormap_acquire) uses the new fields. The edits must be ordered before it (__syncwarp).
+__device__ __forceinline__ void tensormap_publish(CUtensorMap* global_map, const CUtensorMap* smem_map) {
+  asm volatile(
+      "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned [%0], [%1], 128;" ::"l"(
+          global_map),
+      "r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem_map)))
+      : "memory");
 }
 
 }  // namespace hopperkit

@@ -1,7 +1,6 @@
 // FP8 GEMM ops with the 1d1d recipe (1×128 scales on A and B, FP32 D = C + A·Bᵀ): the dense weight
 // gradient (`fp8_gemm_nt` with recipe (1, 1, 128)) and the k-grouped MoE weight gradient.
 #include <algorithm>
-#include <cstring>
 #include <optional>
 
 #include <ATen/ops/empty.h>
@@ -112,7 +111,8 @@ void fp8_gemm_nt_1d1d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
 
 void k_grouped_fp8_gemm_nt_contiguous_1d1d(const at::Tensor& a, const at::Tensor& sfa, const at::Tensor& b,
                                            const at::Tensor& sfb, at::Tensor& d, at::IntArrayRef ks,
-                                           const std::optional<at::Tensor>& c, int64_t num_sms, bool pdl) {
+                                           const at::Tensor& ks_tensor, const std::optional<at::Tensor>& c,
+                                           int64_t num_sms, bool pdl) {
   check_cuda_tensor(d, "d", at::kFloat);
   HK_CHECK_VALUE(d.dim() == 3, "d must be float32 [G, M, N], got shape ", d.sizes());
   const int64_t g = d.size(0), m = d.size(1), n = d.size(2);
@@ -136,6 +136,11 @@ void k_grouped_fp8_gemm_nt_contiguous_1d1d(const at::Tensor& a, const at::Tensor
   HK_CHECK_VALUE(a.numel() == 0 || reinterpret_cast<uintptr_t>(a.data_ptr()) % 16 == 0, "a must be 16-byte aligned");
   HK_CHECK_VALUE(b.numel() == 0 || reinterpret_cast<uintptr_t>(b.data_ptr()) % 16 == 0, "b must be 16-byte aligned");
   check_same_device(b, a, "b", "a");
+  check_cuda_tensor(ks_tensor, "ks_tensor", at::kInt);
+  HK_CHECK_VALUE(ks_tensor.dim() == 1 && ks_tensor.size(0) == g && (g <= 1 || ks_tensor.stride(0) == 1),
+                 "ks_tensor must be a contiguous int32 [", g, "] tensor, got shape ", ks_tensor.sizes(), " strides ",
+                 ks_tensor.strides());
+  check_same_device(ks_tensor, a, "ks_tensor", "a");
   check_mn_major_scales(sfa, "sfa", m, kb_total, a);
   check_mn_major_scales(sfb, "sfb", n, kb_total, a);
   check_f32_output(d, "d", {g, m, n}, a);
@@ -155,45 +160,35 @@ void k_grouped_fp8_gemm_nt_contiguous_1d1d(const at::Tensor& a, const at::Tensor
   }
   check_sm90(a);
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  HK_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-  HK_CHECK_VALUE(capture == cudaStreamCaptureStatusNone,
-                 "k_grouped_fp8_gemm_nt_contiguous cannot be captured in a CUDA graph: its per-group tensor maps are "
-                 "built on the host for each call's ks and addresses");
   if (c.has_value() && !in_place) d.copy_(*c);
 
   const gemm::Fp8Gemm1d1dConfig config = gemm::choose_fp8_1d1d_config(static_cast<int>(m));
-  // Group g's A_g [M, K_g] and B_g [N, K_g] start M·ΣK_<g and N·ΣK_<g elements into the flat
-  // buffers, each with its own row stride K_g: not one strided view, so every group gets its own pair
-  // of maps, built here and copied to the device with the K-block prefix (one pinned staging buffer,
-  // copied in the stream; the caching host allocator keeps it until the copy has run).
+  // The group sizes are read on the device (ks_tensor), so nothing below depends on their values on
+  // the host and the call can be captured in a CUDA graph: the group-maps kernel writes each group's
+  // A and B maps and the K-block prefix into one device table, which the GEMM reads. Σks (the host
+  // list) only sizes the buffers, whose bounds the maps never cross.
   const int64_t maps_bytes = 2 * g * static_cast<int64_t>(sizeof(CUtensorMap));
   const int64_t total_bytes = maps_bytes + (g + 1) * static_cast<int64_t>(sizeof(int32_t));
-  at::Tensor staging = at::empty({total_bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
-  auto* maps = reinterpret_cast<CUtensorMap*>(staging.data_ptr());
-  auto* prefix = reinterpret_cast<int32_t*>(staging.data_ptr<uint8_t>() + maps_bytes);
-  std::memset(staging.data_ptr(), 0, total_bytes);
-  int64_t k_begin = 0;
-  for (int64_t i = 0; i < g; ++i) {
-    prefix[i] = static_cast<int32_t>(k_begin / kBlockK);
-    const int64_t kg = ks[i];
-    if (kg > 0) {  // an empty group's maps are never read
-      const uint8_t* a_g = static_cast<const uint8_t*>(a.data_ptr()) + m * k_begin;
-      const uint8_t* b_g = static_cast<const uint8_t*>(b.data_ptr()) + n * k_begin;
-      maps[2 * i] = fp8_k_major_map(a_g, m, kg, kg, config.block_m);
-      maps[2 * i + 1] = fp8_k_major_map(b_g, n, kg, kg, config.block_n);
-    }
-    k_begin += kg;
-  }
-  prefix[g] = static_cast<int32_t>(k_begin / kBlockK);
   at::Tensor device_tables = at::empty({total_bytes}, a.options().dtype(at::kByte));
-  device_tables.copy_(staging, /*non_blocking=*/true);
+  gemm::KGroupedMapsParams maps;
+  maps.a_template = fp8_k_major_map(a.data_ptr(), m, kBlockK, kBlockK, config.block_m);
+  maps.b_template = fp8_k_major_map(b.data_ptr(), n, kBlockK, kBlockK, config.block_n);
+  maps.ks = ks_tensor.data_ptr<int32_t>();
+  maps.a = static_cast<const uint8_t*>(a.data_ptr());
+  maps.b = static_cast<const uint8_t*>(b.data_ptr());
+  maps.m = m;
+  maps.n = n;
+  maps.sum_k = sum_k;
+  maps.groups = static_cast<int>(g);
+  maps.maps = reinterpret_cast<CUtensorMap*>(device_tables.data_ptr());
+  maps.kb_prefix = reinterpret_cast<int32_t*>(device_tables.data_ptr<uint8_t>() + maps_bytes);
+  gemm::run_k_grouped_maps(maps, stream);
 
   gemm::Fp8Gemm1d1dParams p;
   p.layout = gemm::GemmLayout::kKGroupedContiguous;
   p.num_groups = static_cast<int>(g);
-  p.group_maps = reinterpret_cast<const CUtensorMap*>(device_tables.data_ptr());
-  p.kb_prefix = reinterpret_cast<const int32_t*>(device_tables.data_ptr<uint8_t>() + maps_bytes);
+  p.group_maps = maps.maps;
+  p.kb_prefix = maps.kb_prefix;
   p.tma_sfa = scales_map(sfa, m, kb_total, config.block_m);
   p.tma_sfb = scales_map(sfb, n, kb_total, config.block_n);
   const int64_t ldd = m == 1 ? align4(n) : d.stride(1);
@@ -214,7 +209,7 @@ TORCH_LIBRARY_FRAGMENT(hopperkit, m) {
       "bool pdl=False) -> ()");
   m.def(
       "k_grouped_fp8_gemm_nt_contiguous_1d1d(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int[] ks, "
-      "Tensor? c, int num_sms, bool pdl=False) -> ()");
+      "Tensor ks_tensor, Tensor? c, int num_sms, bool pdl=False) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(hopperkit, CUDA, m) {

@@ -92,7 +92,7 @@ if EXTENSION_LOADED:
         return None
 
     @torch.library.register_fake("hopperkit::k_grouped_fp8_gemm_nt_contiguous_1d1d")
-    def _k_grouped_fp8_gemm_nt_contiguous_1d1d_fake(a, sfa, b, sfb, d, ks, c, num_sms, pdl=False) -> None:
+    def _k_grouped_fp8_gemm_nt_contiguous_1d1d_fake(a, sfa, b, sfb, d, ks, ks_tensor, c, num_sms, pdl=False) -> None:
         return None
 
     @torch.library.register_fake("hopperkit::mla_dense_decode")

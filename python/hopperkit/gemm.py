@@ -462,16 +462,14 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
     [N, Σks/128]; D float32 [G, M, N]; C float32 [G, M, N] required (it may be D itself, or any
     tensor sharing no memory with D). An empty group (ks[g] == 0) gives D[g] = C[g].
 
-    Differences from DeepGEMM, whose SM90 kernel reads the group sizes from ``ks_tensor`` on the device:
-    - ``ks_tensor``'s device values are ignored. Every path takes the group sizes from ``ks`` (host);
-      ``ks_tensor`` is only compared with ``ks`` when value checks are on (the reference path by
-      default, or ``set_check_values(True)``; that reads it back and synchronizes), so on the kernel
-      path a ``ks_tensor`` that disagrees with ``ks`` goes unnoticed.
-    - The kernel path refuses CUDA-graph capture: it raises ValueError when called while the current
-      stream is capturing, because each call builds its per-group tensor maps on the host from ``ks``
-      and the addresses of A and B, and a replay would reuse them whatever ``ks`` became. Call it
-      eagerly, outside captured regions. (Only a call with nothing to multiply, Σks = 0 or an empty
-      D, gets through a capture: it copies C or returns.)
+    Which sizes are used, as in DeepGEMM: the kernel reads the group sizes from ``ks_tensor`` on the
+    device; ``ks`` gives Σks, the extent of A, B and the scales, and is what the checks and the
+    reference path use. The two must agree; with value checks on (the reference path by default, or
+    ``set_check_values(True)``: that reads ``ks_tensor`` back and synchronizes) a mismatch raises.
+    So the call can be captured in a CUDA graph, and a replay follows the sizes ``ks_tensor`` holds
+    then, as long as they still sum to the captured Σks (the buffers are the captured ones). Device
+    sizes that do not (a negative or non-multiple-of-128 entry counts as 0, and every group's K range
+    is cut at Σks) give wrong groups but never read outside A, B or the scales.
     """
     if tuple(recipe) != RECIPE_1D1D:
         fail("recipe", f"{RECIPE_1D1D} (the k-grouped GEMM uses 1x128 scales on both operands)", repr(recipe))
@@ -509,11 +507,10 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
     if G == 0 or M == 0 or N == 0:
         return
     if kernel:
-        # The kernel takes the group offsets from ``ks`` (host); ks_tensor is only checked against it
-        # (with value checks on). The op raises ValueError inside a CUDA-graph capture.
+        # The kernel reads the group sizes from ks_tensor; ks sizes the buffers (see the docstring).
         torch.ops.hopperkit.k_grouped_fp8_gemm_nt_contiguous_1d1d(
-            A, get_mn_major_tma_aligned_tensor(SFA), B, get_mn_major_tma_aligned_tensor(SFB), d, list(ks), c,
-            get_num_sms(device), get_pdl())
+            A, get_mn_major_tma_aligned_tensor(SFA), B, get_mn_major_tma_aligned_tensor(SFB), d, list(ks),
+            ks_tensor.contiguous(), c, get_num_sms(device), get_pdl())
         return
     d.copy_(_ref.k_grouped_fp8_gemm_nt_contiguous(A, SFA, B, SFB, list(ks), c))
 

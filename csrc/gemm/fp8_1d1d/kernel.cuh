@@ -64,8 +64,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d1d_kernel(const __g
           map_a = p.group_maps + 2 * t.group;
           map_b = map_a + 1;
           if (t.group != acquired_group) {
-            tensormap_acquire_from_host(map_a);
-            tensormap_acquire_from_host(map_b);
+            tensormap_acquire(map_a);
+            tensormap_acquire(map_b);
             acquired_group = t.group;
           }
         }

@@ -21,11 +21,31 @@ struct Fp8Gemm1d1dParams : GemmProblem {
   // true: D already holds C, the tile is added to it (TMA reduce-add); false: D = A·Bᵀ (TMA store).
   bool accumulate = true;
   // K-grouped: group g's A_g [M, K_g] and B_g [N, K_g] maps at group_maps[2g], [2g + 1] (global
-  // memory, written by the host before the launch), and its K blocks [kb_prefix[g], kb_prefix[g + 1])
-  // of the scales' concatenated K-block axis.
+  // memory, written by the group-maps kernel before the launch), and its K blocks [kb_prefix[g],
+  // kb_prefix[g + 1]) of the scales' concatenated K-block axis.
   const CUtensorMap* group_maps = nullptr;
   const int32_t* kb_prefix = nullptr;  // [G + 1]
 };
+
+// Input of the k-grouped GEMM's group-maps kernel (group_maps.cu), which derives the per-group tables
+// of Fp8Gemm1d1dParams from the group sizes on the device, so that a CUDA graph replays with whatever
+// sizes the device holds. A group of K_g ∉ {multiples of 128 ≥ 0} counts as empty, and every group's
+// K range is clamped to the first `sum_k` columns, the extent of the buffers: a wrong size gives
+// wrong groups, never an access outside A or B.
+struct KGroupedMapsParams {
+  CUtensorMap a_template;  // a K-major map of the A buffer with the GEMM's box and swizzle (any K)
+  CUtensorMap b_template;  // the same for B
+  const int32_t* ks;       // [G] K of each group (device)
+  const uint8_t* a;        // flat A: group g's [M, K_g] block starts M·ΣK_<g bytes in
+  const uint8_t* b;        // flat B: [N, K_g] blocks
+  int64_t m, n;
+  int64_t sum_k;           // columns the buffers hold (Σ of the sizes the host checked)
+  int groups;
+  CUtensorMap* maps;       // [2G] out: A_g, B_g maps (left unwritten for empty groups)
+  int32_t* kb_prefix;      // [G + 1] out: first K block of each group in the scales' K-block axis
+};
+
+void run_k_grouped_maps(const KGroupedMapsParams& params, cudaStream_t stream);
 
 // Tile configurations compiled into the library (one instantiation file each).
 struct Fp8Gemm1d1dConfig {
