@@ -17,7 +17,8 @@ Sections (``--only`` picks some, repeatable; all four by default):
            ``torch.mm`` of the same shape (once per group for k-grouped): no cuBLAS call has this recipe, so
            the ratio says how the FP8 kernel compares with the BF16 GEMM it replaces.
   bf16     ``bf16_gemm_nt`` vs ``torch.mm``; ``m_grouped_bf16_gemm_nt_contiguous`` / ``_masked`` vs
-           ``torch._grouped_mm``.
+           ``torch._grouped_mm``; ``k_grouped_bf16_gemm_tn_contiguous`` (FP32 D accumulated in place) vs a
+           BF16 ``torch.mm`` per group.
 
 The dense section ends with what a decode row can reach after the same flush: ``torch.sum`` over
 each B's bytes, and a one-element op (the time between the events of a call that does nothing).
@@ -558,6 +559,41 @@ def _bf16_grouped_case(dev: torch.device, timer: Timer, layout: str, g: int, m: 
     return row
 
 
+def _bf16_k_grouped_case(dev: torch.device, timer: Timer, g: int, m: int, n: int, k: int) -> dict:
+    """``k_grouped_bf16_gemm_tn_contiguous`` with g groups of K = k, FP32 D accumulated in place onto C
+    (checked first with C separate from a NaN-poisoned D); baseline: one BF16 ``torch.mm`` per group."""
+    kernel = _ops.use_kernel("k_grouped_bf16_gemm_tn_contiguous", dev)
+    ks = [k] * g
+    a = torch.randn(g * k, m, dtype=torch.bfloat16, device=dev)
+    b = torch.randn(g * k, n, dtype=torch.bfloat16, device=dev)
+    ks_tensor = torch.tensor(ks, dtype=torch.int32, device=dev)
+    c = torch.randn(g, m, n, dtype=torch.float32, device=dev)
+    d = torch.empty_like(c)
+    ref = torch.stack([c[i] + a[i * k:(i + 1) * k].float().t() @ b[i * k:(i + 1) * k].float() for i in range(g)])
+    flops = 2 * g * m * n * k
+    nbytes = 2 * g * k * (m + n) + 2 * 4 * g * m * n  # A, B; C read and D written (FP32)
+
+    def run(out: torch.Tensor, acc: torch.Tensor) -> None:
+        hopperkit.k_grouped_bf16_gemm_tn_contiguous(a, b, out, ks, ks_tensor, c=acc)
+
+    row = {"layout": "k-grouped", "groups": g, "m_per_group": m, "n": n, "k": k}
+    row.update(_measure_hopperkit(timer, kernel, reference_seconds(g * m, n, k, two_level=False), lambda: run(d, c),
+                                  d, ref, flops, nbytes))
+    if row["hk_us"] is not None:  # the time of the in-place accumulation
+        row["hk_us"], _ = timer.hopperkit(lambda: run(d, d), kernel, 0.0)
+        row.update({"hk_tflops": tflops(flops, row["hk_us"]), "hk_gbs": gbs(nbytes, row["hk_us"])})
+    out = [torch.empty(m, n, dtype=torch.bfloat16, device=dev) for _ in range(g)]
+
+    def baseline():
+        for i in range(g):
+            torch.mm(a[i * k:(i + 1) * k].t(), b[i * k:(i + 1) * k], out=out[i])
+
+    base_us = timer.baseline(baseline)
+    row.update({"baseline": "mm×G", "baseline_us": base_us, "baseline_tflops": tflops(flops, base_us),
+                "baseline_gbs": gbs(nbytes, base_us), "ratio": ratio(base_us, row["hk_us"])})
+    return row
+
+
 def run_bf16(dev: torch.device, timer: Timer) -> list[dict]:
     rows = []
     for m, n, k in (QUICK_BF16_DENSE if timer.quick else BF16_DENSE):
@@ -571,6 +607,11 @@ def run_bf16(dev: torch.device, timer: Timer) -> list[dict]:
         start = time.time()
         rows.append(_bf16_grouped_case(dev, timer, layout, g, m, n, k))
         _progress(f"[bf16] {layout} G={g} m={m} N={n} K={k}: {time.time() - start:.1f} s")
+        torch.cuda.empty_cache()
+    for g, m, n, k in (QUICK_WGRAD_K_GROUPED if timer.quick else WGRAD_K_GROUPED):
+        start = time.time()
+        rows.append(_bf16_k_grouped_case(dev, timer, g, m, n, k))
+        _progress(f"[bf16] k-grouped G={g} M={m} N={n} K={k}: {time.time() - start:.1f} s")
         torch.cuda.empty_cache()
     return rows
 

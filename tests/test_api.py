@@ -180,6 +180,22 @@ def test_m_grouped_masked(dev):
     assert calc_diff(d[2], a[2].to(dev) @ b[2].to(dev).T) < 1e-3
 
 
+def test_k_grouped_bf16_with_empty_group(dev):
+    g = torch.Generator().manual_seed(6)
+    m, n, ks = 64, 96, [256, 0, 128]
+    a = torch.randn(sum(ks), m, generator=g).to(torch.bfloat16).to(dev)
+    b = torch.randn(sum(ks), n, generator=g).to(torch.bfloat16).to(dev)
+    c = torch.randn(len(ks), m, n, generator=g).to(dev)
+    d = c.clone()
+    hk.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, torch.tensor(ks, dtype=torch.int32, device=dev), c=d)
+    assert torch.equal(d[1], c[1]), "an empty group leaves C unchanged"
+    assert calc_diff(d[0], c[0] + a[:256].float().T @ b[:256].float()) < 1e-5
+    assert calc_diff(d[2], c[2] + a[256:].float().T @ b[256:].float()) < 1e-5
+    d2 = torch.full_like(c, float("nan"))
+    hk.k_grouped_bf16_gemm_tn_contiguous(a, b, d2, ks, torch.tensor(ks, dtype=torch.int32, device=dev))
+    assert torch.equal(d2[1], torch.zeros_like(d2[1])), "an empty group without C is 0"
+
+
 def test_k_grouped_with_empty_group(dev):
     g = torch.Generator().manual_seed(5)
     m, n, ks = 64, 96, [256, 0, 128]

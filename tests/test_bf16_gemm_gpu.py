@@ -414,3 +414,128 @@ def test_op_rejects_bad_input():
         hopperkit.bf16_gemm_nt(a, b, d[:1].expand(64, 256))
     hopperkit.bf16_gemm_nt(a, b, d)
     _check("after errors", d, ref_gemm.bf16_gemm_nt(a, b, None))
+
+
+# --------------------------------------------------------------------------------------------------
+# k-grouped (MoE weight gradient): D[g] = C[g] + A_gᵀ·B_g with A [Σks, M], B [Σks, N]
+# --------------------------------------------------------------------------------------------------
+
+
+def _k_grouped_case(m, n, ks, *key):
+    gen = seeded_generator("cuda", "k-grouped", m, n, tuple(ks), *key)
+    a, b = _randn(gen, sum(ks), m), _randn(gen, sum(ks), n)
+    c = torch.randn(len(ks), m, n, generator=gen, device="cuda") * 8
+    c[:, 0, :8] = -0.0  # an empty group's D must keep C's signed zeros (bitwise D = C)
+    return a, b, c
+
+
+def _check_k_grouped(name, d, a, b, ks, c):
+    """Against the reference with C (or zeros); an empty group must be C[g] exactly."""
+    ref = ref_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, ks, c)
+    for g, kg in enumerate(ks):
+        if kg == 0:  # bitwise: C[g] itself (a C of -0.0 stays -0.0), or +0.0 without C
+            assert torch.equal(d[g].view(torch.int32), ref[g].view(torch.int32)), \
+                f"{name}: empty group {g} must give D[g] = C[g] bitwise (or +0.0 without C)"
+        else:
+            _check(f"{name} group {g} (K={kg})", d[g], ref[g])
+
+
+def _run_k_grouped(m, n, ks, c_mode, *key):
+    a, b, c0 = _k_grouped_case(m, n, ks, *key)
+    ks_tensor = torch.tensor(ks, dtype=torch.int32, device="cuda")
+    if c_mode == "alias":
+        d = c0.clone()
+        c = d
+    else:
+        c = c0.clone() if c_mode == "separate" else None
+        d = poison_(torch.empty_like(c0))
+    hopperkit.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, ks_tensor, c=c)
+    if c_mode == "separate":
+        assert torch.equal(c, c0), "C was modified (it is only read when it is not D)"
+    _check_k_grouped(f"k-grouped M={m} N={n} ks={ks} C {c_mode}", d, a, b, ks, None if c_mode == "none" else c0)
+
+
+# (G, M, N, K per group): the MoE weight gradients of DeepGEMM's grouped shape lists, sampled.
+K_GROUPED = ((4, 7168, 2048, [4096, 3968, 4352, 3840]), (8, 4096, 7168, [2048, 1792, 2304, 2048, 1920, 2176, 2048, 2048]))
+
+
+@pytest.mark.parametrize("g,m,n,ks", K_GROUPED, ids=[f"G{g}-M{m}-N{n}" for g, m, n, _ in K_GROUPED])
+def test_k_grouped_shapes(forbid_reference, g, m, n, ks):
+    forbid_reference("k_grouped_bf16_gemm_tn_contiguous")
+    _run_k_grouped(m, n, ks, "alias")
+
+
+@pytest.mark.parametrize("c_mode", ["alias", "separate", "none"])
+def test_k_grouped_empty_groups_and_edges(forbid_reference, c_mode):
+    """Empty groups first, in the middle and last; M and N not multiples of any tile; M <= 64 takes
+    the 64-row tiles."""
+    forbid_reference("k_grouped_bf16_gemm_tn_contiguous")
+    _run_k_grouped(200, 264, [0, 384, 0, 128, 1024, 0], c_mode)
+    _run_k_grouped(4104, 2056, [256, 0, 640], c_mode)
+    _run_k_grouped(48, 576, [512, 128, 0, 256], c_mode)
+
+
+def test_k_grouped_reference_path_for_unaligned_rows():
+    """M = 12 (rows of A not a multiple of 16 bytes): TMA cannot read A, the reference runs."""
+    _run_k_grouped(12, 64, [128, 256], "separate")
+
+
+def test_k_grouped_graph_replays_other_sizes(forbid_reference):
+    """One capture serves any group sizes of the same total: the kernel reads ks_tensor on the device."""
+    forbid_reference("k_grouped_bf16_gemm_tn_contiguous")
+    m, n, captured = 192, 264, [256, 384, 0, 128]
+    a, b, c = _k_grouped_case(m, n, captured, "graph")
+    ks_tensor = torch.tensor(captured, dtype=torch.int32, device="cuda")
+    d = torch.empty_like(c)
+    graph, _ = capture_graph(lambda: hopperkit.k_grouped_bf16_gemm_tn_contiguous(a, b, d, captured, ks_tensor, c=c))
+    for ks in ([128, 0, 512, 128], [0, 0, 0, 768], [768, 0, 0, 0], captured):
+        a_new, b_new, c_new = _k_grouped_case(m, n, ks, "replay")
+        for buf, new in ((a, a_new), (b, b_new), (c, c_new), (ks_tensor, torch.tensor(ks, dtype=torch.int32))):
+            buf.copy_(new)
+        poison_(d)
+        graph.replay()
+        torch.cuda.synchronize()
+        _check_k_grouped(f"replay {ks}", d, a, b, ks, c)
+
+
+def test_k_grouped_device_sizes_out_of_contract(forbid_reference):
+    """ks_tensor disagreeing with ks (value checks off): an entry that is not a non-negative multiple of
+    128 counts as 0 and every group's range is cut at Σks, so the kernel never reads past A or B."""
+    forbid_reference("k_grouped_bf16_gemm_tn_contiguous")
+    m, n, ks = 128, 256, [256, 128, 384]
+    a, b, c0 = _k_grouped_case(m, n, ks, "out of contract")
+    cases = (([1024, 128, 384], [768, 0, 0]), ([100, -128, 768], [0, 0, 768]), ([256, 256, 512], [256, 256, 256]))
+    for device_ks, effective in cases:
+        d = c0.clone()
+        kt = torch.tensor(device_ks, dtype=torch.int32, device="cuda")
+        hopperkit.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, kt, c=d)
+        _check_k_grouped(f"device ks {device_ks}", d, a, b, effective, c0)
+
+
+def test_k_grouped_bad_input(monkeypatch):
+    a, b, c = _k_grouped_case(64, 128, [128, 256], "bad")
+    kt = torch.tensor([128, 256], dtype=torch.int32, device="cuda")
+    d = c.clone()
+    call = hopperkit.k_grouped_bf16_gemm_tn_contiguous
+    with pytest.raises(ValueError, match=r"hopperkit: ks must be non-negative multiples of 128"):
+        call(a, b, d, [128, 200], kt, c=d)
+    with pytest.raises(ValueError, match=r"hopperkit: ks must be 2 entries"):
+        call(a, b, d, [384], kt, c=d)
+    with pytest.raises(ValueError, match=r"hopperkit: a must"):
+        call(a[:-128], b, d, [128, 256], kt, c=d)
+    with pytest.raises(TypeError, match=r"hopperkit: d must"):
+        call(a, b, d.to(torch.bfloat16), [128, 256], kt)
+    monkeypatch.setenv("HOPPERKIT_CHECK_VALUES", "1")
+    with pytest.raises(ValueError, match=r"hopperkit: ks_tensor must be the same values as ks"):
+        call(a, b, d, [128, 256], torch.tensor([256, 128], dtype=torch.int32, device="cuda"), c=d)
+    monkeypatch.delenv("HOPPERKIT_CHECK_VALUES")
+    op = torch.ops.hopperkit.k_grouped_bf16_gemm_tn_contiguous
+    with pytest.raises(ValueError, match=r"hopperkit: ks\[1\] must be a non-negative multiple of 128"):
+        op(a, b, d, [128, 100], kt, d, 132)
+    with pytest.raises(ValueError, match=r"hopperkit: a must be a bf16 \[Σks, 64\]"):
+        op(a.T.contiguous().T, b, d, [128, 256], kt, d, 132)
+    with pytest.raises(ValueError, match=r"hopperkit: ks_tensor must be a contiguous int32 \[2\] tensor"):
+        op(a, b, d, [128, 256], kt[:1], d, 132)
+    with pytest.raises(TypeError, match=r"hopperkit: c must be float32"):
+        op(a, b, d, [128, 256], kt, c.to(torch.bfloat16), 132)
+    assert torch.equal(d, c), "a rejected call wrote D"

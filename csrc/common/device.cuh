@@ -1,5 +1,5 @@
 // Small device building blocks shared by every kernel: warp reductions, programmatic dependent
-// launch (PDL) controls, exact IEEE arithmetic helpers.
+// launch (PDL) controls, exact IEEE arithmetic helpers, global reductions.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -50,6 +50,17 @@ __device__ __forceinline__ void pdl_wait_for_prerequisites() {
 // still visible to that kernel only after its pdl_wait_for_prerequisites().
 __device__ __forceinline__ void pdl_allow_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+// *addr += (x, y) in global memory, performed at L2 (PTX red, vector form sm_90+): the thread neither
+// waits for nor reads the old value. addr 8-byte aligned. Each float is one IEEE addition, so an
+// element added to once gets exactly old + x.
+__device__ __forceinline__ void red_add_f32x2(float* addr, float x, float y) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(addr), "f"(x), "f"(y) : "memory");
+}
+
+__device__ __forceinline__ void red_add_f32(float* addr, float x) {
+  asm volatile("red.global.add.f32 [%0], %1;" ::"l"(addr), "f"(x) : "memory");
 }
 
 }  // namespace hopperkit

@@ -18,7 +18,8 @@ enum class GemmLayout : int32_t {
   // [0, masked_m[g]) (read on the device); its other rows of D are written as 0.
   kMGroupedMasked = 2,
   // MoE weight gradient: D [G, M, N] (one problem per group, each with its own K); A and B hold
-  // every group's K-major [M, K_g] / [N, K_g] blocks back to back. M blocks never span groups.
+  // every group's K range back to back (FP8: K-major [M, K_g] / [N, K_g] blocks of flat buffers;
+  // BF16: rows [ΣK_<g, ΣK_≤g) of MN-major [ΣK, M] / [ΣK, N]). M blocks never span groups.
   kKGroupedContiguous = 3,
 };
 

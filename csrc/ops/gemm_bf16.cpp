@@ -1,4 +1,5 @@
-// BF16 GEMM ops: dense D = C + A·Bᵀ (A, B each K- or MN-major) and the m-grouped MoE layouts.
+// BF16 GEMM ops: dense D = C + A·Bᵀ (A, B each K- or MN-major), the m-grouped MoE layouts and the
+// k-grouped MoE weight gradient.
 #include <cstdlib>
 #include <optional>
 
@@ -268,6 +269,88 @@ void m_grouped_bf16_gemm_nt_masked(const at::Tensor& a, const at::Tensor& b, at:
   gemm::run_bf16_gemm(p, config, static_cast<int>(num_sms), pdl, c10::cuda::getCurrentCUDAStream());
 }
 
+void k_grouped_bf16_gemm_tn_contiguous(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, at::IntArrayRef ks,
+                                       const at::Tensor& ks_tensor, const std::optional<at::Tensor>& c, int64_t num_sms,
+                                       bool pdl) {
+  check_cuda_tensor(d, "d", at::kFloat);
+  HK_CHECK_VALUE(d.dim() == 3, "d must be float32 [G, M, N], got shape ", d.sizes());
+  const int64_t g = d.size(0), m = d.size(1), n = d.size(2);
+  HK_CHECK_VALUE(static_cast<int64_t>(ks.size()) == g, "ks must have ", g, " entries (one per group of d), got ",
+                 ks.size());
+  int64_t sum_k = 0;
+  for (size_t i = 0; i < ks.size(); ++i) {
+    HK_CHECK_VALUE(ks[i] >= 0 && ks[i] % 128 == 0 && ks[i] < INT32_MAX, "ks[", i,
+                   "] must be a non-negative multiple of 128, got ", ks[i]);
+    sum_k += ks[i];
+  }
+  HK_CHECK_VALUE(g < 65536 && m < INT32_MAX && n < INT32_MAX && sum_k < INT32_MAX,
+                 "G must be below 65536 and M, N, Σks below 2^31, got ", g, ", ", m, ", ", n, ", ", sum_k);
+  // A [ΣK, M] and B [ΣK, N] with rows contiguous: MN-major operands of the GEMM (the "t" of tn).
+  const auto check_k_rows_operand = [&](const at::Tensor& x, const char* name, int64_t cols) {
+    check_cuda_tensor(x, name, at::kBFloat16);
+    HK_CHECK_VALUE(x.dim() == 2 && x.size(0) == sum_k && x.size(1) == cols && (cols <= 1 || x.stride(1) == 1) &&
+                       (sum_k <= 1 || (x.stride(0) % kBf16PerTmaRow == 0 && x.stride(0) >= cols)) &&
+                       (x.numel() == 0 || aligned16(x)),
+                   name, " must be a bf16 [Σks, ", cols, "] = [", sum_k, ", ", cols,
+                   "] tensor with contiguous rows whose stride is a multiple of 8 elements and a 16-byte aligned "
+                   "base (TMA), got shape ", x.sizes(), " strides ", x.strides());
+    check_same_device(x, d, name, "d");
+  };
+  check_k_rows_operand(a, "a", m);
+  check_k_rows_operand(b, "b", n);
+  check_cuda_tensor(ks_tensor, "ks_tensor", at::kInt);
+  HK_CHECK_VALUE(ks_tensor.dim() == 1 && ks_tensor.size(0) == g && (g <= 1 || ks_tensor.stride(0) == 1),
+                 "ks_tensor must be a contiguous int32 [", g, "] tensor, got shape ", ks_tensor.sizes(), " strides ",
+                 ks_tensor.strides());
+  check_same_device(ks_tensor, d, "ks_tensor", "d");
+  check_output(d, "d", {g, m, n});
+  check_output_elements_disjoint(d, "d");
+  if (c.has_value()) {
+    check_output(*c, "c", {g, m, n});
+    HK_CHECK_TYPE(c->scalar_type() == at::kFloat, "c must be float32, got ", c->scalar_type());
+    check_same_device(*c, d, "c", "d");
+  }
+  check_num_sms(num_sms);
+  if (g == 0 || m == 0 || n == 0) return;
+  c10::cuda::CUDAGuard guard(d.device());
+  const bool in_place = c.has_value() && c_is_d(*c, d);
+  if (sum_k == 0) {
+    if (!c.has_value()) {
+      d.zero_();
+    } else if (!in_place) {
+      d.copy_(*c);
+    }
+    return;
+  }
+  check_sm90(d);
+
+  gemm::Bf16GemmConfig config = gemm::choose_bf16_config(static_cast<int>(m), static_cast<int>(n),
+                                                         static_cast<int>(num_sms), static_cast<int>(g));
+  apply_bf16_config_override(config);
+  config.major_a = config.major_b = gemm::OperandMajor::kMN;
+  gemm::Bf16GemmParams p;
+  p.layout = gemm::GemmLayout::kKGroupedContiguous;
+  // One map per operand over every group's K rows; a tile reads its group's rows [ΣK_<g, ΣK_≤g),
+  // with the sizes read on the device (gemm/k_groups.cuh), so the call is CUDA-graph capturable.
+  p.tma_a = dense_operand_map(a.t(), gemm::OperandMajor::kMN, config.block_m);
+  p.tma_b = dense_operand_map(b.t(), gemm::OperandMajor::kMN, config.block_n);
+  set_output(p, d);
+  p.ldd_group = g > 1 ? d.stride(0) : 0;
+  if (in_place) {
+    p.add_to_d = true;  // D holds C: the tiles are added into it (no read of C in the epilogue)
+  } else if (c.has_value()) {
+    p.c = c->data_ptr();
+    p.ldc = row_stride(*c);
+    p.ldc_group = g > 1 ? c->stride(0) : 0;
+  }
+  p.m = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  p.k = static_cast<int>(sum_k);
+  p.ks = ks_tensor.data_ptr<int32_t>();
+  p.num_groups = static_cast<int>(g);
+  gemm::run_bf16_gemm(p, config, static_cast<int>(num_sms), pdl, c10::cuda::getCurrentCUDAStream());
+}
+
 }  // namespace hopperkit::ops
 
 TORCH_LIBRARY_FRAGMENT(hopperkit, m) {
@@ -278,10 +361,14 @@ TORCH_LIBRARY_FRAGMENT(hopperkit, m) {
   m.def(
       "m_grouped_bf16_gemm_nt_masked(Tensor a, Tensor b, Tensor(a!) d, Tensor masked_m, int expected_m, int num_sms, "
       "bool pdl=False) -> ()");
+  m.def(
+      "k_grouped_bf16_gemm_tn_contiguous(Tensor a, Tensor b, Tensor(a!) d, int[] ks, Tensor ks_tensor, Tensor? c, "
+      "int num_sms, bool pdl=False) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(hopperkit, CUDA, m) {
   m.impl("bf16_gemm", &hopperkit::ops::bf16_gemm);
   m.impl("m_grouped_bf16_gemm_nt_contiguous", &hopperkit::ops::m_grouped_bf16_gemm_nt_contiguous);
   m.impl("m_grouped_bf16_gemm_nt_masked", &hopperkit::ops::m_grouped_bf16_gemm_nt_masked);
+  m.impl("k_grouped_bf16_gemm_tn_contiguous", &hopperkit::ops::k_grouped_bf16_gemm_tn_contiguous);
 }

@@ -40,6 +40,7 @@ PUBLIC_OP_KERNELS: dict[str, Optional[str]] = {
     "k_grouped_fp8_gemm_nt_contiguous": "k_grouped_fp8_gemm_nt_contiguous_1d1d",
     "m_grouped_bf16_gemm_nt_contiguous": "m_grouped_bf16_gemm_nt_contiguous",
     "m_grouped_bf16_gemm_nt_masked": "m_grouped_bf16_gemm_nt_masked",
+    "k_grouped_bf16_gemm_tn_contiguous": "k_grouped_bf16_gemm_tn_contiguous",
     "per_token_cast_to_fp8": "per_token_cast_to_fp8",
     "per_block_cast_to_fp8": "per_block_cast_to_fp8",
 }
@@ -93,6 +94,10 @@ if EXTENSION_LOADED:
 
     @torch.library.register_fake("hopperkit::k_grouped_fp8_gemm_nt_contiguous_1d1d")
     def _k_grouped_fp8_gemm_nt_contiguous_1d1d_fake(a, sfa, b, sfb, d, ks, ks_tensor, c, num_sms, pdl=False) -> None:
+        return None
+
+    @torch.library.register_fake("hopperkit::k_grouped_bf16_gemm_tn_contiguous")
+    def _k_grouped_bf16_gemm_tn_contiguous_fake(a, b, d, ks, ks_tensor, c, num_sms, pdl=False) -> None:
         return None
 
     @torch.library.register_fake("hopperkit::mla_dense_decode")

@@ -37,7 +37,7 @@ __all__ = [
     "fp8_gemm_nt", "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt",
     "bf16_gemm_nt", "bf16_gemm_nn", "bf16_gemm_tn", "bf16_gemm_tt",
     "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked", "k_grouped_fp8_gemm_nt_contiguous",
-    "m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nt_masked",
+    "m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nt_masked", "k_grouped_bf16_gemm_tn_contiguous",
 ]
 
 FP8 = torch.float8_e4m3fn
@@ -513,6 +513,56 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
             ks_tensor.contiguous(), c, get_num_sms(device), get_pdl())
         return
     d.copy_(_ref.k_grouped_fp8_gemm_nt_contiguous(A, SFA, B, SFB, list(ks), c))
+
+
+def k_grouped_bf16_gemm_tn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, ks: Sequence[int],
+                                      ks_tensor: torch.Tensor, c: Optional[torch.Tensor] = None) -> None:
+    """MoE weight gradient in BF16: ``D[g] = C[g] + A_gᵀ·B_g`` with a different K per group.
+
+    A bf16 [Σks, M] and B bf16 [Σks, N] hold every group's K rows back to back (group g owns rows
+    [Σks[:g], Σks[:g+1]): the activations' and output gradients' tokens of expert g), each row
+    contiguous; D float32 [G, M, N]; C float32 [G, M, N] or None (D = A_gᵀ·B_g); C may be D itself.
+    ``ks``: per-group K on the host, each a multiple of 128 (0 allowed: D[g] = C[g], or 0 without C);
+    ``ks_tensor``: the same values as int32 [G] on the device. FP32 accumulation of the BF16 products.
+
+    Which sizes are used, as in ``k_grouped_fp8_gemm_nt_contiguous``: the kernel reads them from
+    ``ks_tensor`` on the device and ``ks`` gives Σks (the rows of A and B) and what the checks and the
+    reference path use; with value checks on, a mismatch raises. The call can be captured in a CUDA
+    graph, and a replay follows the sizes ``ks_tensor`` holds then (of the captured total). Device
+    sizes out of contract give wrong groups, never reads outside A or B.
+
+    On SM90 the BF16 GEMM kernel runs when the row strides of A and B are multiples of 8 elements
+    (16 bytes) and their bases 16-byte aligned (TMA); otherwise the reference path.
+    """
+    if not isinstance(ks, (list, tuple)) or not all(isinstance(k, int) and not isinstance(k, bool) for k in ks):
+        fail("ks", "a list of ints (per-group K on the host)", describe(ks), TypeError)
+    if any(k < 0 or k % 128 for k in ks):
+        fail("ks", "non-negative multiples of 128", str(list(ks)))
+    check_tensor("d", d, dtype=torch.float32, ndim=3)
+    G, M, N = d.shape
+    if len(ks) != G:
+        fail("ks", f"{G} entries (one per group of d)", f"{len(ks)} entries")
+    sum_k = sum(ks)
+    check_tensor("a", a, dtype=torch.bfloat16, shape=(sum_k, M))
+    check_tensor("b", b, dtype=torch.bfloat16, shape=(sum_k, N))
+    _check_output("d", d, torch.float32, (G, M, N))
+    if c is not None:
+        _check_output("c", c, torch.float32, (G, M, N), written=False)
+    check_tensor("ks_tensor", ks_tensor, dtype=torch.int32, shape=(G,))
+    device = check_same_device([("a", a), ("b", b), ("d", d), ("c", c), ("ks_tensor", ks_tensor)])
+    _check_c_and_d(c, d)
+    kernel = _ops.use_kernel("k_grouped_bf16_gemm_tn_contiguous", device)
+    if check_values(kernel, device):
+        if ks_tensor.cpu().tolist() != list(ks):
+            fail("ks_tensor", f"the same values as ks {list(ks)[:16]}", str(ks_tensor.cpu().tolist()[:16]))
+    if G == 0 or M == 0 or N == 0:
+        return
+    # The kernel reads A [Σks, M] and B [Σks, N] as MN-major operands ([M, Σks] and [N, Σks] views).
+    if kernel and (sum_k == 0 or (_bf16_tma_ok(a.t()) and _bf16_tma_ok(b.t()))):
+        torch.ops.hopperkit.k_grouped_bf16_gemm_tn_contiguous(a, b, d, list(ks), ks_tensor.contiguous(), c,
+                                                              get_num_sms(device), get_pdl())
+        return
+    d.copy_(_ref.k_grouped_bf16_gemm_tn_contiguous(a, b, list(ks), c))
 
 
 def _fast_m_grouped_bf16_contiguous(a, b, d, m_indices) -> bool:

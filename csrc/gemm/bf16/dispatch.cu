@@ -4,15 +4,16 @@
 
 namespace hopperkit::gemm {
 
-template <int kBlockM, int kBlockN, OperandMajor kMajorA, OperandMajor kMajorB>
+template <int kBlockM, int kBlockN, OperandMajor kMajorA, OperandMajor kMajorB, bool kKGrouped>
 void launch_bf16_gemm(const Bf16GemmParams& params, int num_sms, bool pdl, cudaStream_t stream);
 
 namespace {
 
-template <OperandMajor kMajorA, OperandMajor kMajorB>
+template <OperandMajor kMajorA, OperandMajor kMajorB, bool kKGrouped = false>
 void dispatch_tile(const Bf16GemmParams& params, Bf16GemmConfig config, int num_sms, bool pdl, cudaStream_t stream) {
-#define HK_BF16_CONFIG(BM, BN) \
-  if (config.block_m == BM && config.block_n == BN) return launch_bf16_gemm<BM, BN, kMajorA, kMajorB>(params, num_sms, pdl, stream);
+#define HK_BF16_CONFIG(BM, BN)                       \
+  if (config.block_m == BM && config.block_n == BN) \
+    return launch_bf16_gemm<BM, BN, kMajorA, kMajorB, kKGrouped>(params, num_sms, pdl, stream);
   HK_BF16_CONFIG(128, 256)
   HK_BF16_CONFIG(128, 128)
   HK_BF16_CONFIG(64, 256)
@@ -25,6 +26,10 @@ void dispatch_tile(const Bf16GemmParams& params, Bf16GemmConfig config, int num_
 
 void run_bf16_gemm(const Bf16GemmParams& params, Bf16GemmConfig config, int num_sms, bool pdl, cudaStream_t stream) {
   constexpr OperandMajor K = OperandMajor::kK, MN = OperandMajor::kMN;
+  if (params.layout == GemmLayout::kKGroupedContiguous) {
+    HK_CHECK(config.major_a == MN && config.major_b == MN, "the k-grouped BF16 GEMM's operands are MN-major");
+    return dispatch_tile<MN, MN, /*kKGrouped=*/true>(params, config, num_sms, pdl, stream);
+  }
   if (config.major_a == K && config.major_b == K) return dispatch_tile<K, K>(params, config, num_sms, pdl, stream);
   if (config.major_a == K && config.major_b == MN) return dispatch_tile<K, MN>(params, config, num_sms, pdl, stream);
   if (config.major_a == MN && config.major_b == K) return dispatch_tile<MN, K>(params, config, num_sms, pdl, stream);

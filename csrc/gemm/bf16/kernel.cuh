@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bf16_gemm_kernel(const __grid_
   pdl_wait_for_prerequisites();
 
   TileScheduler<T::kBlockM, T::kBlockN> scheduler(p);
-  const int num_k_blocks = (p.k + T::kBlockK - 1) / T::kBlockK;
+  const int num_k_blocks = (p.k + T::kBlockK - 1) / T::kBlockK;  // every tile's, but k-grouped ones
   PipelineState<T::kStages> st;
   int unit;
 
@@ -51,8 +51,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) bf16_gemm_kernel(const __grid_
       while (scheduler.next(unit)) {
         int m_block, n_block;
         scheduler.blocks_of(unit, m_block, n_block);
-        const MBlockRows block = resolve_m_block<T::kBlockM>(p, m_block);
-        if (block.group >= 0) produce_tile<T>(p, smem, st, block, n_block, num_k_blocks);
+        const Bf16Tile t = resolve_bf16_tile<T>(p, m_block, num_k_blocks);
+        if (t.rows.group >= 0) produce_tile<T>(p, smem, st, t.rows, n_block, t.kb_begin, t.num_kb);
       }
     }
   } else {
@@ -64,12 +64,18 @@ __global__ void __launch_bounds__(T::kThreads, 1) bf16_gemm_kernel(const __grid_
       scheduler.blocks_of(unit, m_block, n_block);
       // Warp-uniform for the compiler too (see the role above); blocks without any result row
       // (padding, or past masked_m) skip the mainloop and store zeros.
-      const int group = __shfl_sync(0xffffffffu, resolve_m_block<T::kBlockM>(p, m_block).group, 0);
-      if (group >= 0) mma_tile<T>(smem, st, warpgroup, num_k_blocks, acc);
+      const Bf16Tile t = resolve_bf16_tile<T>(p, m_block, num_k_blocks);
+      const int group = __shfl_sync(0xffffffffu, t.rows.group, 0);
+      const int num_kb = T::kKGrouped ? __shfl_sync(0xffffffffu, t.num_kb, 0) : num_k_blocks;
+      // An empty k-group (no K block) stores D = C + an empty sum; its accumulators are not written
+      // here (a non-wgmma definition of them makes ptxas serialise every wgmma, C7515): the
+      // epilogue substitutes the sum.
+      const bool empty_sum = T::kKGrouped && num_kb == 0;
+      if (group >= 0 && !empty_sum) mma_tile<T>(smem, st, warpgroup, num_kb, acc);
       // Decoded again rather than kept live across the mainloop: registers are at their limit.
       scheduler.blocks_of(unit, m_block, n_block);
-      const MBlockRows block = resolve_m_block<T::kBlockM>(p, m_block);
-      store_tile<T>(p, smem, warpgroup, rows, block, n_block, acc);
+      const MBlockRows block = resolve_bf16_tile<T, /*kWithK=*/false>(p, m_block, num_k_blocks).rows;
+      store_tile<T>(p, smem, warpgroup, rows, block, n_block, acc, empty_sum);
     }
     // The staging buffers must stay allocated until the last TMA stores have read them.
     if (threadIdx.x % 128 == 0) tma_store_wait_all();

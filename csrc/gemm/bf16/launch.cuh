@@ -6,14 +6,21 @@
 
 namespace hopperkit::gemm {
 
-template <int kBlockM, int kBlockN, OperandMajor kMajorA, OperandMajor kMajorB>
+template <int kBlockM, int kBlockN, OperandMajor kMajorA, OperandMajor kMajorB, bool kKGrouped = false>
 void launch_bf16_gemm(const Bf16GemmParams& params_in, int num_sms, bool pdl, cudaStream_t stream) {
-  using T = Bf16GemmTraits<kBlockM, kBlockN, kMajorA, kMajorB>;
+  using T = Bf16GemmTraits<kBlockM, kBlockN, kMajorA, kMajorB, kKGrouped>;
   Bf16GemmParams params = params_in;
   params.sched_rows = scheduled_rows(params, kBlockM);
   params.k_splits = 1;
-  HK_CHECK(params.layout == GemmLayout::kNormal || (kMajorA == OperandMajor::kK && kMajorB == OperandMajor::kK),
-           "the grouped BF16 GEMMs take K-major operands only");
+  const bool m_grouped =
+      params.layout == GemmLayout::kMGroupedContiguous || params.layout == GemmLayout::kMGroupedMasked;
+  HK_CHECK(!m_grouped || (kMajorA == OperandMajor::kK && kMajorB == OperandMajor::kK),
+           "the m-grouped BF16 GEMMs take K-major operands only");
+  HK_CHECK((params.layout == GemmLayout::kKGroupedContiguous) == kKGrouped,
+           "the k-grouped layout runs its own instantiations, and only it");
+  HK_CHECK(!kKGrouped || (params.ks != nullptr && params.output == Bf16GemmOutput::kFp32 && !params.tma_store_d &&
+                          (!params.add_to_d || params.c == nullptr)),
+           "the k-grouped BF16 GEMM takes the group sizes and FP32 D (C separate, or already in D)");
   HK_CHECK(params.layout != GemmLayout::kMGroupedContiguous || kBlockM <= 128,
            "contiguous segments are aligned to 128 rows: BLOCK_M must not exceed 128");
   HK_CHECK(params.k >= 1, "the BF16 GEMM kernel needs K >= 1 (K = 0 is D = C, handled by the op)");

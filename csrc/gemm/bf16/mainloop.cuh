@@ -5,6 +5,7 @@
 #include "common/tma.cuh"
 #include "common/wgmma.cuh"
 #include "gemm/bf16/params.h"
+#include "gemm/k_groups.cuh"
 #include "gemm/scheduler.cuh"
 
 namespace hopperkit::gemm {
@@ -27,18 +28,51 @@ __device__ __forceinline__ void load_operand(const CUtensorMap* map, uint64_t* f
   }
 }
 
+// One tile: its rows (the layout's M block) and its K blocks [kb_begin, kb_begin + num_kb): all
+// `num_k_blocks` of K, except in the k-grouped layout, where they are the group's range.
+struct Bf16Tile {
+  MBlockRows rows;
+  int kb_begin, num_kb;
+};
+
+// kWithK = false skips the K range (the k-grouped layout walks the sizes of the groups before the
+// tile's: the epilogue, which needs only the rows, does not pay for it again).
+template <class T, bool kWithK = true>
+__device__ __forceinline__ Bf16Tile resolve_bf16_tile(const Bf16GemmParams& p, int m_block, int num_k_blocks) {
+  Bf16Tile t;
+  if constexpr (T::kKGrouped) {
+    const int blocks_per_group = (p.m + T::kBlockM - 1) / T::kBlockM;
+    const int g = m_block / blocks_per_group;
+    t.rows.group = t.rows.a_group = g;
+    t.rows.a_row = (m_block % blocks_per_group) * T::kBlockM;
+    t.rows.store_rows = t.rows.valid_rows = min(T::kBlockM, p.m - t.rows.a_row);
+    t.kb_begin = t.num_kb = 0;
+    if constexpr (kWithK) {
+      // The group sizes are multiples of 128 (k_groups.cuh), so its range is whole K blocks.
+      const KGroupRange r = k_group_range(p.ks, g, p.k);
+      t.kb_begin = static_cast<int>(r.begin / T::kBlockK);
+      t.num_kb = static_cast<int>((r.end - r.begin) / T::kBlockK);
+    }
+  } else {
+    t.rows = resolve_m_block<T::kBlockM>(p, m_block);
+    t.kb_begin = 0;
+    t.num_kb = num_k_blocks;
+  }
+  return t;
+}
+
 // One elected producer thread streams the K blocks of one tile through the stage ring.
 template <class T>
 __device__ __forceinline__ void produce_tile(const Bf16GemmParams& p, typename T::SharedStorage& smem,
                                              PipelineState<T::kStages>& st, const MBlockRows& rows, int n_block,
-                                             int num_k_blocks) {
+                                             int kb_begin, int num_k_blocks) {
   constexpr uint32_t kTxBytes = T::kBytesA + T::kBytesB;
   const bool grouped_a = p.layout == GemmLayout::kMGroupedMasked;
-  const bool grouped_b = p.layout != GemmLayout::kNormal;
+  const bool grouped_b = p.layout != GemmLayout::kNormal;  // k-grouped B is MN-major: one 2-D map
   for (int kb = 0; kb < num_k_blocks; ++kb) {
     smem.barriers.producer_acquire(st, kTxBytes);
     uint64_t* full = smem.barriers.full_barrier(st);
-    const int k0 = kb * T::kBlockK;
+    const int k0 = (kb_begin + kb) * T::kBlockK;
     load_operand<T::kBlockM, T::kMajorA>(&p.tma_a, full, smem.a[st.stage], k0, rows.a_row, grouped_a, rows.a_group);
     load_operand<T::kBlockN, T::kMajorB>(&p.tma_b, full, smem.b[st.stage], k0, n_block * T::kBlockN, grouped_b,
                                          rows.group);

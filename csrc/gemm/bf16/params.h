@@ -19,8 +19,8 @@ enum class Bf16GemmOutput : int32_t { kBf16 = 0, kFp32 = 1 };
 
 struct Bf16GemmParams : GemmProblem {
   // K-major operand: [rows, K] map, box [BLOCK_rows, 64], 128B swizzle (A masked: 3-D [G, M_max, K];
-  // B grouped: 3-D [G, N, K]). MN-major operand: [K, rows] map, box [64, 64] (64 K rows × 64
-  // M/N elements), 128B swizzle, loaded BLOCK_rows / 64 times per stage.
+  // B m-grouped: 3-D [G, N, K]). MN-major operand: [K, rows] map, box [64, 64] (64 K rows × 64
+  // M/N elements), 128B swizzle, loaded BLOCK_rows / 64 times per stage (k-grouped: [ΣK, M], [ΣK, N]).
   CUtensorMap tma_a;
   CUtensorMap tma_b;
   Bf16GemmOutput output = Bf16GemmOutput::kBf16;
@@ -28,10 +28,14 @@ struct Bf16GemmParams : GemmProblem {
   // masked, 3-D [G, M_max, N] map with [64, 64] boxes. Otherwise stored from registers via `d`.
   bool tma_store_d = false;
   CUtensorMap tma_d;
-  void* d = nullptr;        // D [M, N] (masked: [G, M_max, N]), row stride ldd, group stride ldd_group
-  const void* c = nullptr;  // C [M, N] in D's dtype, row stride ldc, or null; may alias D
+  void* d = nullptr;        // D [M, N] (masked, k-grouped: [G, M, N]), row stride ldd, group stride ldd_group
+  const void* c = nullptr;  // C shaped like D in D's dtype, row stride ldc, group stride ldc_group, or null; may alias D
   int64_t ldd = 0, ldc = 0;
-  int64_t ldd_group = 0;
+  int64_t ldd_group = 0, ldc_group = 0;
+  // K-grouped, FP32 D that already holds C (c is d): the epilogue adds the tile into D with vector
+  // reductions (red.global.add), which need no read of D in the math warps (c is then null).
+  bool add_to_d = false;
+  const int32_t* ks = nullptr;  // k-grouped: [G] K of each group, read on the device (gemm/k_groups.cuh)
 };
 
 // Tile configurations compiled into the library (one instantiation file each).

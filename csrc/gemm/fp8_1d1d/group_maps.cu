@@ -9,18 +9,12 @@
 #include "common/launch.h"
 #include "common/tma.cuh"
 #include "gemm/fp8_1d1d/params.h"
+#include "gemm/k_groups.cuh"
 
 namespace hopperkit::gemm {
 namespace {
 
 constexpr int kWarpsPerBlock = 4;
-
-// K of group i as the GEMM will use it (KGroupedMapsParams: anything but a non-negative multiple of
-// 128 is an empty group).
-__device__ __forceinline__ int64_t group_k(const KGroupedMapsParams& p, int i) {
-  const int32_t k = __ldg(p.ks + i);
-  return k > 0 && k % 128 == 0 ? k : 0;
-}
 
 __device__ __forceinline__ void publish_group_map(CUtensorMap* smem_map, const CUtensorMap& tmpl, CUtensorMap* out,
                                                   const uint8_t* base, int64_t k, int lane) {
@@ -42,21 +36,20 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) k_grouped_maps_kernel(con
   const int g = blockIdx.x * kWarpsPerBlock + warp;
   if (g >= p.groups) return;
 
+  // The sizes before this group, summed across the warp (k_group_range's walk, in parallel).
   int64_t begin = 0;
-  for (int i = lane; i < g; i += 32) begin += group_k(p, i);
+  for (int i = lane; i < g; i += 32) begin += k_group_size(p.ks, i);
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) begin += __shfl_xor_sync(0xffffffffu, begin, offset);
-  // Clamped to the buffers: group g's end is group g + 1's begin, so the prefix stays consistent.
-  const int64_t end = min(begin + group_k(p, g), p.sum_k);
-  begin = min(begin, p.sum_k);
+  const KGroupRange r = clamp_k_group(begin, k_group_size(p.ks, g), p.sum_k);
   if (lane == 0) {
-    p.kb_prefix[g] = static_cast<int32_t>(begin / 128);
-    if (g == p.groups - 1) p.kb_prefix[g + 1] = static_cast<int32_t>(end / 128);
+    p.kb_prefix[g] = static_cast<int32_t>(r.begin / 128);
+    if (g == p.groups - 1) p.kb_prefix[g + 1] = static_cast<int32_t>(r.end / 128);
   }
-  const int64_t k = end - begin;
+  const int64_t k = r.end - r.begin;
   if (k == 0) return;  // the GEMM never reads an empty group's maps
-  publish_group_map(&staged[warp][0], p.a_template, p.maps + 2 * g, p.a + p.m * begin, k, lane);
-  publish_group_map(&staged[warp][1], p.b_template, p.maps + 2 * g + 1, p.b + p.n * begin, k, lane);
+  publish_group_map(&staged[warp][0], p.a_template, p.maps + 2 * g, p.a + p.m * r.begin, k, lane);
+  publish_group_map(&staged[warp][1], p.b_template, p.maps + 2 * g + 1, p.b + p.n * r.begin, k, lane);
 }
 
 }  // namespace

@@ -46,6 +46,7 @@ __all__ = [
     "m_grouped_bf16_gemm_nt_contiguous",
     "m_grouped_bf16_gemm_nt_masked",
     "k_grouped_fp8_gemm_nt_contiguous",
+    "k_grouped_bf16_gemm_tn_contiguous",
     "m_indices_from_psum",
 ]
 
@@ -507,3 +508,47 @@ def k_grouped_fp8_gemm_nt_contiguous(
     if groups == 0:
         return torch.empty(0, m, n, dtype=torch.float32, device=c.device)
     return torch.stack(out)
+
+
+def k_grouped_bf16_gemm_tn_contiguous(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    ks: Sequence[int],
+    c: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """K-grouped BF16 GEMM (MoE weight gradient): ``D[g] = C[g] + A_gᵀ·B_g`` in FP32.
+
+    Args:
+        a: bfloat16 ``[Σks, M]``: group ``g`` owns rows ``[Σks[:g], Σks[:g+1])`` (``A_gᵀ``, K rows).
+        b: bfloat16 ``[Σks, N]``, laid out like ``a``.
+        ks: Python ints, per-group K, each a non-negative multiple of 128 (0 = empty group).
+        c: float32 ``[G, M, N]`` or None (zeros).
+
+    Returns:
+        New float32 ``[G, M, N]``: ``C[g] + A_gᵀ·B_g`` with FP32 accumulation of the BF16 products; an
+        empty group gives a copy of ``C[g]`` (zeros without C).
+    """
+    try:
+        ks = [int(v) for v in ks]
+    except TypeError:
+        raise TypeError(f"hopperkit: ks must be a sequence of Python ints, got {type(ks).__name__}") from None
+    for g, kg in enumerate(ks):
+        if kg < 0 or kg % BLOCK_K != 0:
+            raise ValueError(f"hopperkit: ks[{g}] must be a non-negative multiple of {BLOCK_K}, got {kg}")
+    k_total = sum(ks)
+    _check(a, "a", torch.bfloat16, dim=2)
+    _check(b, "b", torch.bfloat16, dim=2)
+    if a.shape[0] != k_total or b.shape[0] != k_total:
+        raise ValueError(f"hopperkit: a and b must have Σks = {k_total} rows, got {list(a.shape)} and {list(b.shape)}")
+    groups, m, n = len(ks), a.shape[1], b.shape[1]
+    if c is None:
+        c = torch.zeros(groups, m, n, dtype=torch.float32, device=a.device)
+    _check(c, "c", torch.float32, shape=(groups, m, n))
+    _check_same_device(a=a, b=b, c=c)
+    out = c.clone(memory_format=torch.contiguous_format)
+    k_begin = 0
+    for g, kg in enumerate(ks):
+        if kg:
+            out[g] += a[k_begin : k_begin + kg].float().T @ b[k_begin : k_begin + kg].float()
+        k_begin += kg
+    return out
