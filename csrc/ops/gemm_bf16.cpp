@@ -172,7 +172,9 @@ void bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, const st
   p.tma_a = dense_operand_map(a, major_a, config.block_m);
   p.tma_b = dense_operand_map(b, major_b, config.block_n);
   set_output(p, d);
-  if (c.has_value()) {
+  if (in_place && d.scalar_type() == at::kFloat) {
+    p.add_to_d = true;  // D holds C: the tiles are added into it (no read of C in the epilogue)
+  } else if (c.has_value()) {
     p.c = c->data_ptr();
     p.ldc = row_stride(*c);
   }

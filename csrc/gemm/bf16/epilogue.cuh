@@ -92,7 +92,7 @@ __device__ __forceinline__ void store_tile_from_registers(const Bf16GemmParams& 
   if constexpr (T::kKGrouped) c = c == nullptr ? nullptr : c + block.a_group * p.ldc_group;
   const Out* c_a = c == nullptr ? nullptr : c + static_cast<int64_t>(block.a_row + r_a) * p.ldc;
   const Out* c_b = c == nullptr ? nullptr : c + static_cast<int64_t>(block.a_row + r_b) * p.ldc;
-  if constexpr (T::kKGrouped && std::is_same_v<Out, float>) {
+  if constexpr (std::is_same_v<Out, float>) {
     if (p.add_to_d) {
       if (empty_sum) return;  // D already holds C
 #pragma unroll

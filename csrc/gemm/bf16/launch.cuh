@@ -18,9 +18,10 @@ void launch_bf16_gemm(const Bf16GemmParams& params_in, int num_sms, bool pdl, cu
            "the m-grouped BF16 GEMMs take K-major operands only");
   HK_CHECK((params.layout == GemmLayout::kKGroupedContiguous) == kKGrouped,
            "the k-grouped layout runs its own instantiations, and only it");
-  HK_CHECK(!kKGrouped || (params.ks != nullptr && params.output == Bf16GemmOutput::kFp32 && !params.tma_store_d &&
-                          (!params.add_to_d || params.c == nullptr)),
-           "the k-grouped BF16 GEMM takes the group sizes and FP32 D (C separate, or already in D)");
+  HK_CHECK(!kKGrouped || (params.ks != nullptr && params.output == Bf16GemmOutput::kFp32 && !params.tma_store_d),
+           "the k-grouped BF16 GEMM takes the group sizes and FP32 D");
+  HK_CHECK(!params.add_to_d || (params.output == Bf16GemmOutput::kFp32 && params.c == nullptr && !params.tma_store_d),
+           "adding into D is for FP32 D that already holds C");
   HK_CHECK(params.layout != GemmLayout::kMGroupedContiguous || kBlockM <= 128,
            "contiguous segments are aligned to 128 rows: BLOCK_M must not exceed 128");
   HK_CHECK(params.k >= 1, "the BF16 GEMM kernel needs K >= 1 (K = 0 is D = C, handled by the op)");

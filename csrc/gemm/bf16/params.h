@@ -32,8 +32,8 @@ struct Bf16GemmParams : GemmProblem {
   const void* c = nullptr;  // C shaped like D in D's dtype, row stride ldc, group stride ldc_group, or null; may alias D
   int64_t ldd = 0, ldc = 0;
   int64_t ldd_group = 0, ldc_group = 0;
-  // K-grouped, FP32 D that already holds C (c is d): the epilogue adds the tile into D with vector
-  // reductions (red.global.add), which need no read of D in the math warps (c is then null).
+  // FP32 D that already holds C (c is d): the epilogue adds the tile into D with vector reductions
+  // (red.global.add), which need no read of D in the math warps (c is then null).
   bool add_to_d = false;
   const int32_t* ks = nullptr;  // k-grouped: [G] K of each group, read on the device (gemm/k_groups.cuh)
 };
