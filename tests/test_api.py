@@ -175,7 +175,10 @@ def test_m_grouped_masked(dev):
     b8, sfb = torch.stack([x for x, _ in bq]), torch.stack([s for _, s in bq])
     d = poison_(torch.empty(G, m_max, n, dtype=torch.bfloat16, device=dev))
     hk.m_grouped_fp8_gemm_nt_masked((a8, sfa), (b8, sfb), d, masked_m.to(dev), expected_m=32)
-    assert not d.isnan().any() and (d[0] == 0).all() and (d[1, 7:] == 0).all()
+    # Rows at or past masked_m are unspecified: 0, or left as they were (NaN poison) on the kernel path.
+    dead = torch.cat([d[0].flatten(), d[1, 7:].flatten()])
+    assert ((dead == 0) | dead.isnan()).all()
+    assert not d[1, :7].isnan().any() and not d[2].isnan().any()
     assert calc_diff(d[1, :7], a[1, :7].to(dev) @ b[1].to(dev).T) < 1e-3
     assert calc_diff(d[2], a[2].to(dev) @ b[2].to(dev).T) < 1e-3
 

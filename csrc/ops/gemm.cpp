@@ -278,7 +278,7 @@ void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sf
                                    static_cast<int>(num_sms), gemm::GemmLayout::kMGroupedMasked, static_cast<int>(g));
   const std::optional<bool> forced_staging = apply_config_override(config);
   HK_CHECK_VALUE(config.cluster_m == 1, "the masked GEMM runs without clusters (HOPPERKIT_FP8_GEMM_CONFIG)");
-  // The blocks past masked_m only store zeros: the expected rows decide how many tiles compute.
+  // The blocks past masked_m do nothing: the expected rows decide how many tiles compute.
   choose_staging(config, g * ceil_div(std::min(expected_m, m_max), config.block_m) * ceil_div(n, config.block_n),
                  num_sms, forced_staging);
   gemm::Fp8Gemm1d2dParams p;

@@ -424,7 +424,10 @@ def m_grouped_fp8_gemm_nt_masked(a: tuple, b: tuple, d: torch.Tensor, masked_m: 
     A [G, M_max, K], SFA [G, M_max, ⌈K/128⌉], B [G, N, K], SFB [G, ⌈N/128⌉, ⌈K/128⌉], D bfloat16
     [G, M_max, N]; ``masked_m`` int32 [G] on the device: group g's valid rows are [0, masked_m[g]);
     it is read on the device, so one graph capture serves any counts. Rows of D at or past
-    masked_m[g] are written as 0. ``expected_m`` (a typical count) only steers the kernel config.
+    masked_m[g] are not part of the result and their contents are unspecified: the kernel writes 0
+    to those that share a tile (BLOCK_M rows, at most 256) with valid rows and leaves the others as
+    they were, so a capture sized for the worst-case M_max costs only the rows it uses (the reference
+    path writes 0 to all of them). ``expected_m`` (a typical count) only steers the kernel config.
     """
     if isinstance(d, torch.Tensor):
         if _kernel_fast_path(lambda: _fast_m_grouped_masked(a, b, d, masked_m, expected_m)):
@@ -618,7 +621,8 @@ def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
 def m_grouped_bf16_gemm_nt_masked(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, masked_m: torch.Tensor,
                                   expected_m: int) -> None:
     """BF16 MoE grouped GEMM, masked layout: A [G, M_max, K], B [G, N, K], D bf16 [G, M_max, N]; rows
-    at or past ``masked_m[g]`` are written as 0. ``masked_m`` int32 [G] is read on the device (one CUDA
+    at or past ``masked_m[g]`` are unspecified, as in ``m_grouped_fp8_gemm_nt_masked`` (0 in a tile
+    with valid rows, untouched beyond). ``masked_m`` int32 [G] is read on the device (one CUDA
     graph capture serves any counts); ``expected_m`` only steers the kernel's tile choice. A and B
     K-major; on SM90 the BF16 GEMM kernel runs when their strides meet TMA's limits (module
     docstring), the reference otherwise."""

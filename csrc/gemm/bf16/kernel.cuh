@@ -63,9 +63,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) bf16_gemm_kernel(const __grid_
       int m_block, n_block;
       scheduler.blocks_of(unit, m_block, n_block);
       // Warp-uniform for the compiler too (see the role above); blocks without any result row
-      // (padding, or past masked_m) skip the mainloop and store zeros.
+      // skip the mainloop: contiguous padding blocks store zeros, masked blocks past masked_m store
+      // nothing (a capture sized for the worst case would otherwise write zeros over most of D).
       const Bf16Tile t = resolve_bf16_tile<T>(p, m_block, num_k_blocks);
       const int group = __shfl_sync(0xffffffffu, t.rows.group, 0);
+      if (group < 0 && p.layout == GemmLayout::kMGroupedMasked) continue;
       const int num_kb = T::kKGrouped ? __shfl_sync(0xffffffffu, t.num_kb, 0) : num_k_blocks;
       // An empty k-group (no K block) stores D = C + an empty sum; its accumulators are not written
       // here (a non-wgmma definition of them makes ptxas serialise every wgmma, C7515): the
