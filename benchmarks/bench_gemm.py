@@ -11,7 +11,8 @@ Sections (``--only`` picks some, repeatable; all four by default):
            faster recipe, timed on the same FP8 bytes with unit scales; its output is not checked).
   grouped  ``m_grouped_fp8_gemm_nt_contiguous`` / ``_masked`` vs cuBLAS blockwise called once per group
            ("cuBLAS×G") and vs ``torch._scaled_grouped_mm`` with per-row scales ("rowwise-grp*": one
-           launch, a coarser recipe, unit scales, output not checked).
+           launch, a coarser recipe, unit scales, output not checked). "mask4096" rows: the masked GEMM
+           with M_max = 4096 and a few rows per group (DeepGEMM's test setting), valid rows counted.
   wgrad    FP8 1d1d (1×128 scales on both operands, FP32 D = C + A·Bᵀ accumulated in place):
            ``fp8_gemm_nt(..., c=d, recipe=(1, 1, 128))`` and ``k_grouped_fp8_gemm_nt_contiguous`` vs a BF16
            ``torch.mm`` of the same shape (once per group for k-grouped): no cuBLAS call has this recipe, so
@@ -43,9 +44,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import sys
 import time
 import warnings
+import zlib
 from typing import Callable, Optional, Sequence
 
 import torch
@@ -64,6 +67,10 @@ QUICK_NK = ((7168, 16384), (2112, 7168), (24576, 1536))
 GROUPED_NK = ((4096, 7168), (7168, 2048))
 CONTIG_GM = ((4, 8192), (8, 4096))  # (groups, rows per group)
 MASKED_GM = ((4, 256), (8, 128), (32, 32))  # (groups, masked_m = M_max per group)
+# (groups, expected rows): M_max = 4096 per group and masked_m = expected × U(0.7, 1.3), DeepGEMM's
+# masked test setting: a CUDA graph sized for the worst case, used by a few rows per expert.
+MASKED_SPARSE_GM = ((32, 20), (32, 192))
+MASKED_SPARSE_M_MAX = 4096
 QUICK_CONTIG = (((4, 8192), (7168, 2048)),)
 QUICK_MASKED = (((4, 256), (7168, 2048)), ((8, 128), (4096, 7168)))
 
@@ -253,13 +260,15 @@ def _progress(msg: str) -> None:
 
 
 def _measure_hopperkit(timer: Timer, kernel: bool, est: float, call: Callable[[], None], d: torch.Tensor,
-                       ref: torch.Tensor, flops: int, nbytes: int) -> dict:
-    """Check one call (NaN-poisoned D, diff vs ref), then time it: the hopperkit fields of a row."""
+                       ref: torch.Tensor, flops: int, nbytes: int, rows: Optional[torch.Tensor] = None) -> dict:
+    """Check one call (NaN-poisoned D, diff vs ref), then time it: the hopperkit fields of a row.
+    ``rows``: a boolean mask over D's leading dimensions, the rows that hold a result (the others are
+    not checked)."""
     diff, has_nan = None, None
     if not timer.skip_reference(kernel, est):
         poison_(d)
         call()
-        diff, has_nan = _check_output(d, ref)
+        diff, has_nan = _check_output(d, ref) if rows is None else _check_output(d[rows], ref[rows])
     hk_us, hk_iters = timer.hopperkit(call, kernel, est)
     return {"flops": flops, "bytes": nbytes, "hk_us": hk_us, "hk_tflops": tflops(flops, hk_us),
             "hk_gbs": gbs(nbytes, hk_us), "hk_iters": hk_iters, "diff": diff, "nan": has_nan,
@@ -358,10 +367,13 @@ def _grouped_cases(quick: bool) -> list[tuple[str, int, int, int, int]]:
         return ([("contiguous", g, r, n, k) for (g, r), (n, k) in QUICK_CONTIG]
                 + [("masked", g, m, n, k) for (g, m), (n, k) in QUICK_MASKED])
     return ([("contiguous", g, r, n, k) for g, r in CONTIG_GM for n, k in GROUPED_NK]
-            + [("masked", g, m, n, k) for g, m in MASKED_GM for n, k in GROUPED_NK])
+            + [("masked", g, m, n, k) for g, m in MASKED_GM for n, k in GROUPED_NK]
+            + [("mask4096", g, m, n, k) for g, m in MASKED_SPARSE_GM for n, k in GROUPED_NK])
 
 
 def _fp8_grouped_case(dev: torch.device, timer: Timer, layout: str, g: int, m: int, n: int, k: int) -> dict:
+    if layout == "mask4096":
+        return _fp8_masked_sparse_case(dev, timer, g, m, n, k)
     kernel = _ops.use_kernel(f"m_grouped_fp8_gemm_nt_{layout}", dev)
     b = torch.randn(g, n, k, dtype=torch.bfloat16, device=dev)
     b_fp8, sfb = _quantize_groups(b)
@@ -421,6 +433,57 @@ def _fp8_grouped_case(dev: torch.device, timer: Timer, layout: str, g: int, m: i
         "cublas_loop_refused": loop_refused, "ratio_cublas_loop": ratio(loop_us, row["hk_us"]),
         "rowwise_grouped_us": rw_us, "rowwise_grouped_tflops": tflops(flops, rw_us),
         "rowwise_grouped_refused": rw_refused, "ratio_rowwise_grouped": ratio(rw_us, row["hk_us"]),
+    })
+    return row
+
+
+def _fp8_masked_sparse_case(dev: torch.device, timer: Timer, g: int, expected: int, n: int, k: int) -> dict:
+    """The masked GEMM with M_max = MASKED_SPARSE_M_MAX and masked_m[g] = expected × U(0.7, 1.3) (seeded).
+    FLOPs and bytes count the valid rows only; D is checked on them only (the others are unspecified);
+    cuBLAS×G multiplies each group's valid rows (rounded up to a multiple of 4, which it requires)."""
+    kernel = _ops.use_kernel("m_grouped_fp8_gemm_nt_masked", dev)
+    m_max = MASKED_SPARSE_M_MAX
+    rnd = random.Random(zlib.crc32(repr(("mask4096", g, expected, n, k)).encode()))
+    counts = [max(1, int(expected * rnd.uniform(0.7, 1.3))) for _ in range(g)]
+    b = torch.randn(g, n, k, dtype=torch.bfloat16, device=dev)
+    b_fp8, sfb = _quantize_groups(b)
+    sb = cublas_sfb(sfb)
+    a = torch.randn(g, m_max, k, dtype=torch.bfloat16, device=dev)
+    a_fp8, sfa = _quantize_rows(a)
+    masked_m = torch.tensor(counts, dtype=torch.int32, device=dev)
+    rows = torch.arange(m_max, device=dev)[None, :] < masked_m[:, None]
+    d = torch.empty(g, m_max, n, dtype=torch.bfloat16, device=dev)
+    ref = torch.zeros(g, m_max, n, dtype=torch.bfloat16, device=dev)
+    for i, c in enumerate(counts):
+        ref[i, :c] = (a[i, :c].float() @ b[i].float().t()).to(torch.bfloat16)
+    valid = sum(counts)
+    kb = cdiv(k, 128)
+    flops = 2 * valid * n * k
+    nbytes = valid * (k + 4 * kb + 2 * n) + g * (n * k + 4 * cdiv(n, 128) * kb) + 4 * g
+    # cuBLAS blockwise takes row counts in multiples of 4: it multiplies each group's rows rounded up.
+    padded = [min(m_max, cdiv(c, 4) * 4) for c in counts]
+    a_g = [a_fp8[i, :c] for i, c in enumerate(padded)]
+    sa_g = [cublas_sfa(sfa[i, :c]) for i, c in enumerate(padded)]
+
+    def call():
+        hopperkit.m_grouped_fp8_gemm_nt_masked((a_fp8, sfa), (b_fp8, sfb), d, masked_m, int(expected * 1.2))
+
+    def cublas_loop():
+        return [cublas_blockwise(a_g[i], sa_g[i], b_fp8[i], sb[i]) for i in range(g)]
+
+    row = {"layout": "mask4096", "groups": g, "m_per_group": expected, "n": n, "k": k, "m_max": m_max,
+           "masked_m": counts}
+    row.update(_measure_hopperkit(timer, kernel, reference_seconds(valid, n, k), call, d, ref, flops, nbytes, rows))
+    loop_out, loop_refused = _try(cublas_loop)
+    loop_us = loop_diff = None
+    if loop_out is not None:
+        loop_diff = calc_diff(torch.cat([x[:c] for x, c in zip(loop_out, counts)]), ref[rows])
+        loop_us = timer.baseline(cublas_loop)
+    row.update({
+        "cublas_loop_us": loop_us, "cublas_loop_tflops": tflops(flops, loop_us), "cublas_loop_diff": loop_diff,
+        "cublas_loop_refused": loop_refused, "ratio_cublas_loop": ratio(loop_us, row["hk_us"]),
+        "rowwise_grouped_us": None, "rowwise_grouped_refused": "not run: it would multiply every row of M_max",
+        "ratio_rowwise_grouped": None,
     })
     return row
 
@@ -789,10 +852,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"{r['n']:>6} {r['k']:>6} | {r['mb']:>6.1f} | {r['us']:>6.1f} {fmt(r['gbs'], '.0f', 7)}")
         print(f"one-element add_: {floor['empty_op_us']:.1f} µs between the events")
     if "grouped" in results:
-        print_table("m-grouped FP8 (masked: masked_m = M_max = m/grp in every group); cuBLAS×G = blockwise "
+        print_table("m-grouped FP8 (masked: masked_m = M_max = m/grp in every group; mask4096: below); cuBLAS×G = blockwise "
                     "scaled_mm once per group", GROUPED_COLUMNS, results["grouped"])
         print("* torch._scaled_grouped_mm with per-row scales (unit scales, output not checked): one launch, a "
               "coarser recipe")
+        print(f"mask4096: M_max = {MASKED_SPARSE_M_MAX} rows per group, masked_m = m/grp × U(0.7, 1.3) (DeepGEMM's "
+              "masked test setting); TFLOPS and GB/s count the valid rows, cuBLAS×G multiplies only those (rounded up to 4)")
     if "wgrad" in results:
         print_table("FP8 1d1d weight gradient (FP32 D += A·Bᵀ in place; diff vs C + the product of the unquantized "
                     "inputs, C separate from D); baseline: BF16 torch.mm of the same shape", WGRAD_COLUMNS,
