@@ -169,6 +169,20 @@ def test_masked(g, expected, n, k):
     _check_masked(d, a, a_fp8, sfa, b, b_fp8, sfb, masked_m, dead)
 
 
+def test_masked_large_m_max_few_rows():
+    """A capture sized for the worst case: M_max = 4096 with a few rows per group (DeepGEMM's test
+    setting). Only the blocks with valid rows are scheduled (group by group): every group's result,
+    and nothing written from the first 256-row boundary past masked_m on."""
+    g, m_max, n, k = 8, 4096, 520, 384
+    counts = [0, 1, 17, 64, 65, 130, 255, 3]
+    a, a_fp8, sfa, b, b_fp8, sfb = _masked_inputs(g, m_max, n, k, seed=5)
+    masked_m = torch.tensor(counts, dtype=torch.int32)
+    dead = _poison_masked_rows(a_fp8, sfa, masked_m)
+    d = poison_(torch.empty(g, m_max, n, dtype=torch.bfloat16, device="cuda"))
+    hopperkit.m_grouped_fp8_gemm_nt_masked((a_fp8, sfa), (b_fp8, sfb), d, masked_m.cuda(), 64)
+    _check_masked(d, a, a_fp8, sfa, b, b_fp8, sfb, masked_m, dead)
+
+
 @pytest.mark.parametrize("g,counts", [(3, [1, 0, 1]), (1, [1])])
 def test_masked_size_one_dims_any_stride(g, counts, forbid_reference):
     """M_max = 1 (and G = 1): torch reports any stride for a dimension of one entry, and a view can

@@ -13,16 +13,36 @@
 
 namespace hopperkit::gemm {
 
-template <int kBlockM, int kBlockN, int kBandM = 16>
+// kCompactMasked (the masked layout's own instantiations): only the M blocks that hold a row before
+// masked_m[g] are scheduled, numbered group by group, so a capture sized for the worst-case M_max
+// costs only the blocks in use (walking and skipping the empty ones cost most of the call at
+// M_max = 4096). Tiles are ordered M block by M block (all N blocks of one before the next), so each
+// thread's M blocks only increase and a cursor over the groups finds them in amortised O(1).
+template <int kBlockM, int kBlockN, int kBandM = 16, bool kCompactMasked = false>
 struct TileScheduler {
   // Only the cursor is state: the grid's shape is recomputed from the kernel parameters (constant
   // bank) on use, so the math warpgroups keep one register live across the mainloop for it.
   const GemmProblem& p;
   int next_unit;
+  // kCompactMasked: the scheduled M blocks, and the group cursor (its first scheduled M block).
+  int masked_blocks = 0, cursor_group = 0, cursor_first = 0;
 
-  __device__ __forceinline__ explicit TileScheduler(const GemmProblem& params) : p(params), next_unit(blockIdx.x) {}
+  __device__ __forceinline__ explicit TileScheduler(const GemmProblem& params) : p(params), next_unit(blockIdx.x) {
+    if constexpr (kCompactMasked) {
+      for (int g = 0; g < p.num_groups; ++g) masked_blocks += masked_blocks_of_group(g);
+    }
+  }
 
-  __device__ __forceinline__ int num_m_blocks() const { return (p.sched_rows + kBlockM - 1) / kBlockM; }
+  // Group g's M blocks that hold a row before masked_m[g] (a count past M_max is cut there).
+  __device__ __forceinline__ int masked_blocks_of_group(int g) const {
+    const int rows = min(max(__ldg(p.masked_m + g), 0), p.m);
+    return (rows + kBlockM - 1) / kBlockM;
+  }
+
+  __device__ __forceinline__ int num_m_blocks() const {
+    if constexpr (kCompactMasked) return masked_blocks;
+    return (p.sched_rows + kBlockM - 1) / kBlockM;
+  }
   __device__ __forceinline__ int num_n_blocks() const { return (p.n + kBlockN - 1) / kBlockN; }
 
   // Work unit = (tile, K split); the splits of a tile are adjacent ids, so they run on neighbouring
@@ -36,7 +56,18 @@ struct TileScheduler {
   }
   __device__ __forceinline__ int split_of(int unit) const { return unit % p.k_splits; }
   __device__ __forceinline__ int tile_of(int unit) const { return unit / p.k_splits; }
-  __device__ __forceinline__ void blocks_of(int unit, int& m_block, int& n_block) const {
+  __device__ __forceinline__ void blocks_of(int unit, int& m_block, int& n_block) {
+    if constexpr (kCompactMasked) {
+      const int tile = unit;  // the masked layout has no K splits
+      const int scheduled_m = tile / num_n_blocks();
+      n_block = tile % num_n_blocks();
+      for (int blocks = masked_blocks_of_group(cursor_group); scheduled_m >= cursor_first + blocks;
+           blocks = masked_blocks_of_group(++cursor_group)) {
+        cursor_first += blocks;
+      }
+      m_block = cursor_group * ((p.m + kBlockM - 1) / kBlockM) + scheduled_m - cursor_first;
+      return;
+    }
     const int tile = unit / p.k_splits;
     const int n_blocks = num_n_blocks();
     const int band = tile / (kBandM * n_blocks);

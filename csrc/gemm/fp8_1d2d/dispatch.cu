@@ -4,15 +4,30 @@
 
 namespace hopperkit::gemm {
 
-template <int kBlockM, int kBlockN, int kClusterM, bool kOneBoxStaging>
+template <int kBlockM, int kBlockN, int kClusterM, bool kOneBoxStaging, bool kMasked>
 void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params, int num_sms, bool pdl, cudaStream_t stream);
 
 void run_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params, Fp8Gemm1d2dConfig config, int num_sms, bool pdl,
                        cudaStream_t stream) {
+  if (params.layout == GemmLayout::kMGroupedMasked) {
+#define HK_FP8_1D2D_MASKED_CONFIG(BM, BN, ONE_BOX)                                                     \
+  if (config.block_m == BM && config.block_n == BN && config.cluster_m == 1 && config.one_box_staging == ONE_BOX) \
+    return launch_fp8_gemm_1d2d<BM, BN, 1, ONE_BOX, true>(params, num_sms, pdl, stream);
+    HK_FP8_1D2D_MASKED_CONFIG(64, 64, false)
+    HK_FP8_1D2D_MASKED_CONFIG(64, 128, false)
+    HK_FP8_1D2D_MASKED_CONFIG(128, 64, false)
+    HK_FP8_1D2D_MASKED_CONFIG(128, 128, false)
+    HK_FP8_1D2D_MASKED_CONFIG(128, 128, true)
+    HK_FP8_1D2D_MASKED_CONFIG(256, 128, false)
+    HK_FP8_1D2D_MASKED_CONFIG(256, 128, true)
+#undef HK_FP8_1D2D_MASKED_CONFIG
+    HK_CHECK(false, "no masked FP8 1d2d GEMM compiled for BLOCK_M=", config.block_m, " BLOCK_N=", config.block_n,
+             " cluster=", config.cluster_m, " one_box_staging=", config.one_box_staging);
+  }
 #define HK_FP8_1D2D_CONFIG(BM, BN, CM, ONE_BOX)                                                 \
   if (config.block_m == BM && config.block_n == BN && config.cluster_m == CM &&                  \
       config.one_box_staging == ONE_BOX)                                                          \
-    return launch_fp8_gemm_1d2d<BM, BN, CM, ONE_BOX>(params, num_sms, pdl, stream);
+    return launch_fp8_gemm_1d2d<BM, BN, CM, ONE_BOX, false>(params, num_sms, pdl, stream);
   HK_FP8_1D2D_CONFIG(64, 64, 1, false)
   HK_FP8_1D2D_CONFIG(64, 128, 1, false)
   HK_FP8_1D2D_CONFIG(128, 64, 1, false)

@@ -6,9 +6,9 @@
 
 namespace hopperkit::gemm {
 
-template <int kBlockM, int kBlockN, int kClusterM, bool kOneBoxStaging>
+template <int kBlockM, int kBlockN, int kClusterM, bool kOneBoxStaging, bool kMasked = false>
 void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params_in, int num_sms, bool pdl, cudaStream_t stream) {
-  using T = Fp8Gemm1d2dTraits<kBlockM, kBlockN, kClusterM, kOneBoxStaging>;
+  using T = Fp8Gemm1d2dTraits<kBlockM, kBlockN, kClusterM, kOneBoxStaging, kMasked>;
   Fp8Gemm1d2dParams params = params_in;
   params.sched_rows = scheduled_rows(params, kBlockM);
   const int m_blocks = (params.sched_rows + kBlockM - 1) / kBlockM;
@@ -17,6 +17,8 @@ void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params_in, int num_sms, bool 
   // is only valid between tiles of one B matrix.
   HK_CHECK(kClusterM == 1 || m_blocks % kClusterM == 0, "multicast GEMM needs an even number of M blocks");
   HK_CHECK(kClusterM == 1 || params.layout == GemmLayout::kNormal, "multicast GEMM is for the normal layout only");
+  HK_CHECK((params.layout == GemmLayout::kMGroupedMasked) == kMasked && (!kMasked || params.k_splits == 1),
+           "the masked layout runs its own instantiations (without split-K), and only it");
   // A contiguous-layout tile must not mix experts, whose segments are aligned to 128 rows only (a
   // masked tile stays within its group: the scheduler walks each group's rows separately).
   HK_CHECK(kBlockM <= 128 || params.layout != GemmLayout::kMGroupedContiguous,

@@ -17,8 +17,11 @@ enum class Fp8GemmBarrier : int {
   kEpilogueWarpgroup0 = 2,    // + warpgroup: that warpgroup's D staging buffer is free / written
 };
 
-template <int kBlockM_, int kBlockN_, int kClusterM_ = 1, bool kOneBoxStaging_ = false>
+template <int kBlockM_, int kBlockN_, int kClusterM_ = 1, bool kOneBoxStaging_ = false, bool kMasked_ = false>
 struct Fp8Gemm1d2dTraits {
+  // The masked layout's own instantiations: the scheduler hands out only the M blocks with rows before
+  // masked_m (gemm/scheduler.cuh kCompactMasked); the others keep their code exactly.
+  static constexpr bool kMasked = kMasked_;
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   // CTAs of a cluster work on vertically adjacent tiles (same N block): the B tile is loaded once,
