@@ -20,11 +20,13 @@ namespace hopperkit::gemm {
 // thread's M blocks only increase and a cursor over the groups finds them in amortised O(1).
 template <int kBlockM, int kBlockN, int kBandM = 16, bool kCompactMasked = false>
 struct TileScheduler {
-  // Only the cursor is state: the grid's shape is recomputed from the kernel parameters (constant
-  // bank) on use, so the math warpgroups keep one register live across the mainloop for it.
+  // Only the unit cursor is state: the grid's shape is recomputed from the kernel parameters
+  // (constant bank) on use, so the math warpgroups keep one register live across the mainloop for it.
   const GemmProblem& p;
   int next_unit;
-  // kCompactMasked: the scheduled M blocks, and the group cursor (its first scheduled M block).
+  // kCompactMasked only (otherwise never read, so never allocated): the scheduled M blocks, and the
+  // group cursor with its first scheduled M block. blocks_of must see each thread's units in order
+  // (the same unit twice is fine), which every role's loop does.
   int masked_blocks = 0, cursor_group = 0, cursor_first = 0;
 
   __device__ __forceinline__ explicit TileScheduler(const GemmProblem& params) : p(params), next_unit(blockIdx.x) {
