@@ -199,6 +199,34 @@ def test_k_grouped_bf16_with_empty_group(dev):
     assert torch.equal(d2[1], torch.zeros_like(d2[1])), "an empty group without C is 0"
 
 
+@pytest.mark.parametrize("op", ["fp8", "bf16"])
+def test_k_grouped_rejects_bad_sizes(dev, op):
+    """Both k-grouped ops check the host sizes the same way, and (value checks on, the default on the
+    reference path) that ks_tensor holds them."""
+    m, n, ks = 64, 96, [128, 256]
+    d = torch.zeros(2, m, n, device=dev)
+    kt = torch.tensor(ks, dtype=torch.int32, device=dev)
+    if op == "fp8":
+        a8 = torch.zeros(m * 384, device=dev).to(torch.float8_e4m3fn)
+        b8 = torch.zeros(n * 384, device=dev).to(torch.float8_e4m3fn)
+        call = lambda ks_, kt_: hk.k_grouped_fp8_gemm_nt_contiguous(
+            (a8, torch.ones(m, 3, device=dev)), (b8, torch.ones(n, 3, device=dev)), d, ks_, kt_, c=d)
+    else:
+        a = torch.randn(384, m, device=dev).to(torch.bfloat16)
+        b = torch.randn(384, n, device=dev).to(torch.bfloat16)
+        call = lambda ks_, kt_: hk.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks_, kt_, c=d)
+    with pytest.raises(TypeError, match="hopperkit: ks must be a list of ints"):
+        call((128.0, 256), kt)
+    with pytest.raises(ValueError, match="hopperkit: ks must be non-negative multiples of 128"):
+        call([128, 200], kt)
+    with pytest.raises(ValueError, match="hopperkit: ks must be 2 entries"):
+        call([384], kt)
+    if dev.type == "cpu":  # value checks are on by default on the reference path only
+        with pytest.raises(ValueError, match="hopperkit: ks_tensor must be the same values as ks"):
+            call(ks, torch.tensor([256, 128], dtype=torch.int32, device=dev))
+    assert torch.equal(d, torch.zeros_like(d)), "a rejected call wrote D"
+
+
 def test_k_grouped_with_empty_group(dev):
     g = torch.Generator().manual_seed(5)
     m, n, ks = 64, 96, [256, 0, 128]

@@ -455,6 +455,27 @@ def m_grouped_fp8_gemm_nt_masked(a: tuple, b: tuple, d: torch.Tensor, masked_m: 
     d.copy_(_ref.m_grouped_fp8_gemm_nt_masked(A, SFA, B, SFB, masked_m))
 
 
+def _k_groups(ks: object, d: object) -> tuple[int, int, int]:
+    """(G, M, N) of a k-grouped GEMM: ``ks`` a list of per-group K on the host, non-negative
+    multiples of 128, one per group of the float32 [G, M, N] output ``d``."""
+    if not isinstance(ks, (list, tuple)) or not all(isinstance(k, int) and not isinstance(k, bool) for k in ks):
+        fail("ks", "a list of ints (per-group K on the host)", describe(ks), TypeError)
+    if any(k < 0 or k % 128 for k in ks):
+        fail("ks", "non-negative multiples of 128", str(list(ks)))
+    check_tensor("d", d, dtype=torch.float32, ndim=3)
+    G, M, N = d.shape
+    if len(ks) != G:
+        fail("ks", f"{G} entries (one per group of d)", f"{len(ks)} entries")
+    return G, M, N
+
+
+def _check_ks_tensor_values(ks: Sequence[int], ks_tensor: torch.Tensor, kernel: bool, device: torch.device) -> None:
+    """With value checks on (they read ks_tensor back and synchronize), ks_tensor must hold ks."""
+    if check_values(kernel, device):
+        if ks_tensor.cpu().tolist() != list(ks):
+            fail("ks_tensor", f"the same values as ks {list(ks)[:16]}", str(ks_tensor.cpu().tolist()[:16]))
+
+
 def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Sequence[int], ks_tensor: torch.Tensor,
                                      c: Optional[torch.Tensor] = None, recipe: Sequence[int] = RECIPE_1D1D) -> None:
     """MoE weight gradient: ``D[g] = C[g] + A_g·B_gᵀ`` with a different K per group, 1d1d scales.
@@ -478,14 +499,7 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
         fail("recipe", f"{RECIPE_1D1D} (the k-grouped GEMM uses 1x128 scales on both operands)", repr(recipe))
     A, SFA = _pair("a", a)
     B, SFB = _pair("b", b)
-    if not isinstance(ks, (list, tuple)) or not all(isinstance(k, int) and not isinstance(k, bool) for k in ks):
-        fail("ks", "a list of ints (per-group K on the host)", describe(ks), TypeError)
-    if any(k < 0 or k % 128 for k in ks):
-        fail("ks", "non-negative multiples of 128", str(list(ks)))
-    check_tensor("d", d, dtype=torch.float32, ndim=3)
-    G, M, N = d.shape
-    if len(ks) != G:
-        fail("ks", f"{G} entries (one per group of d)", f"{len(ks)} entries")
+    G, M, N = _k_groups(ks, d)
     _check_output("d", d, torch.float32, (G, M, N))
     if c is None:
         fail("c", "a float32 [G, M, N] tensor (pass c=d to accumulate in place)", "None")
@@ -504,9 +518,7 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
     check_tensor("ks_tensor", ks_tensor, dtype=torch.int32, shape=(G,))
     _check_c_and_d(c, d)
     kernel = _ops.use_kernel("k_grouped_fp8_gemm_nt_contiguous", device)
-    if check_values(kernel, device):
-        if ks_tensor.cpu().tolist() != list(ks):
-            fail("ks_tensor", f"the same values as ks {list(ks)[:16]}", str(ks_tensor.cpu().tolist()[:16]))
+    _check_ks_tensor_values(ks, ks_tensor, kernel, device)
     if G == 0 or M == 0 or N == 0:
         return
     if kernel:
@@ -537,14 +549,7 @@ def k_grouped_bf16_gemm_tn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     On SM90 the BF16 GEMM kernel runs when the row strides of A and B are multiples of 8 elements
     (16 bytes) and their bases 16-byte aligned (TMA); otherwise the reference path.
     """
-    if not isinstance(ks, (list, tuple)) or not all(isinstance(k, int) and not isinstance(k, bool) for k in ks):
-        fail("ks", "a list of ints (per-group K on the host)", describe(ks), TypeError)
-    if any(k < 0 or k % 128 for k in ks):
-        fail("ks", "non-negative multiples of 128", str(list(ks)))
-    check_tensor("d", d, dtype=torch.float32, ndim=3)
-    G, M, N = d.shape
-    if len(ks) != G:
-        fail("ks", f"{G} entries (one per group of d)", f"{len(ks)} entries")
+    G, M, N = _k_groups(ks, d)
     sum_k = sum(ks)
     check_tensor("a", a, dtype=torch.bfloat16, shape=(sum_k, M))
     check_tensor("b", b, dtype=torch.bfloat16, shape=(sum_k, N))
@@ -555,9 +560,7 @@ def k_grouped_bf16_gemm_tn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     device = check_same_device([("a", a), ("b", b), ("d", d), ("c", c), ("ks_tensor", ks_tensor)])
     _check_c_and_d(c, d)
     kernel = _ops.use_kernel("k_grouped_bf16_gemm_tn_contiguous", device)
-    if check_values(kernel, device):
-        if ks_tensor.cpu().tolist() != list(ks):
-            fail("ks_tensor", f"the same values as ks {list(ks)[:16]}", str(ks_tensor.cpu().tolist()[:16]))
+    _check_ks_tensor_values(ks, ks_tensor, kernel, device)
     if G == 0 or M == 0 or N == 0:
         return
     # The kernel reads A [Σks, M] and B [Σks, N] as MN-major operands ([M, Σks] and [N, Σks] views).

@@ -446,6 +446,18 @@ def m_grouped_bf16_gemm_nt_masked(a: torch.Tensor, b: torch.Tensor, masked_m: to
 # --------------------------------------------------------------------------------------------------
 
 
+def _k_group_sizes(ks: Sequence[int]) -> list:
+    """The per-group K of the k-grouped GEMMs as Python ints, each a non-negative multiple of 128."""
+    try:
+        ks = [int(v) for v in ks]
+    except TypeError:
+        raise TypeError(f"hopperkit: ks must be a sequence of Python ints, got {type(ks).__name__}") from None
+    for g, kg in enumerate(ks):
+        if kg < 0 or kg % BLOCK_K != 0:
+            raise ValueError(f"hopperkit: ks[{g}] must be a non-negative multiple of {BLOCK_K}, got {kg}")
+    return ks
+
+
 def k_grouped_fp8_gemm_nt_contiguous(
     a: torch.Tensor,
     sfa: torch.Tensor,
@@ -470,13 +482,7 @@ def k_grouped_fp8_gemm_nt_contiguous(
         New float32 ``[G, M, N]``: ``fl32(C[g] + two_level(A_g, B_g))`` with per-row 1×128 scales
         on both operands; an empty group gives a copy of ``C[g]``.
     """
-    try:
-        ks = [int(v) for v in ks]
-    except TypeError:
-        raise TypeError(f"hopperkit: ks must be a sequence of Python ints, got {type(ks).__name__}") from None
-    for g, kg in enumerate(ks):
-        if kg < 0 or kg % BLOCK_K != 0:
-            raise ValueError(f"hopperkit: ks[{g}] must be a non-negative multiple of {BLOCK_K}, got {kg}")
+    ks = _k_group_sizes(ks)
     groups = len(ks)
     _check(c, "c", torch.float32, dim=3)
     if c.shape[0] != groups:
@@ -528,13 +534,7 @@ def k_grouped_bf16_gemm_tn_contiguous(
         New float32 ``[G, M, N]``: ``C[g] + A_gᵀ·B_g`` with FP32 accumulation of the BF16 products; an
         empty group gives a copy of ``C[g]`` (zeros without C).
     """
-    try:
-        ks = [int(v) for v in ks]
-    except TypeError:
-        raise TypeError(f"hopperkit: ks must be a sequence of Python ints, got {type(ks).__name__}") from None
-    for g, kg in enumerate(ks):
-        if kg < 0 or kg % BLOCK_K != 0:
-            raise ValueError(f"hopperkit: ks[{g}] must be a non-negative multiple of {BLOCK_K}, got {kg}")
+    ks = _k_group_sizes(ks)
     k_total = sum(ks)
     _check(a, "a", torch.bfloat16, dim=2)
     _check(b, "b", torch.bfloat16, dim=2)
