@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -143,6 +144,38 @@ inline bool c_is_d(const at::Tensor& c, const at::Tensor& d) {
                  " bytes apart): the kernel reads C(r, c) and writes D(r, c) in one thread, so a partly overlapping C "
                  "would be read after it was overwritten");
   return false;
+}
+
+// The group sizes of a k-grouped GEMM (D [G, M, N]): the host list ks, which sizes the operands and
+// workspaces, and ks_tensor, the device copy the kernels follow (so that a CUDA graph replays with
+// whatever sizes it then holds; its values are the caller's contract, gemm/k_groups.cuh clamps
+// them). Each size is a non-negative multiple of 128 (one scale block of the FP8 recipe, two K blocks
+// of the BF16 kernel). Returns Σks.
+inline int64_t check_k_group_sizes(at::IntArrayRef ks, const at::Tensor& ks_tensor, int64_t g, const at::Tensor& ref,
+                                   const char* ref_name) {
+  HK_CHECK_VALUE(static_cast<int64_t>(ks.size()) == g, "ks must have ", g, " entries (one per group of d), got ",
+                 ks.size());
+  int64_t sum_k = 0;
+  for (size_t i = 0; i < ks.size(); ++i) {
+    HK_CHECK_VALUE(ks[i] >= 0 && ks[i] % 128 == 0 && ks[i] < INT32_MAX, "ks[", i,
+                   "] must be a non-negative multiple of 128, got ", ks[i]);
+    sum_k += ks[i];
+  }
+  check_cuda_tensor(ks_tensor, "ks_tensor", at::kInt);
+  HK_CHECK_VALUE(ks_tensor.dim() == 1 && ks_tensor.size(0) == g && (g <= 1 || ks_tensor.stride(0) == 1),
+                 "ks_tensor must be a contiguous int32 [", g, "] tensor, got shape ", ks_tensor.sizes(), " strides ",
+                 ks_tensor.strides());
+  check_same_device(ks_tensor, ref, "ks_tensor", ref_name);
+  return sum_k;
+}
+
+// A k-grouped GEMM whose every group is empty (Σks = 0) is D = C, or D = 0 without C: no launch.
+inline void store_empty_k_grouped(at::Tensor& d, const std::optional<at::Tensor>& c, bool c_is_d) {
+  if (!c.has_value()) {
+    d.zero_();
+  } else if (!c_is_d) {
+    d.copy_(*c);
+  }
 }
 
 }  // namespace hopperkit::ops

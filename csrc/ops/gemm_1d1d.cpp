@@ -116,14 +116,7 @@ void k_grouped_fp8_gemm_nt_contiguous_1d1d(const at::Tensor& a, const at::Tensor
   check_cuda_tensor(d, "d", at::kFloat);
   HK_CHECK_VALUE(d.dim() == 3, "d must be float32 [G, M, N], got shape ", d.sizes());
   const int64_t g = d.size(0), m = d.size(1), n = d.size(2);
-  HK_CHECK_VALUE(static_cast<int64_t>(ks.size()) == g, "ks must have ", g, " entries (one per group of d), got ",
-                 ks.size());
-  int64_t sum_k = 0;
-  for (size_t i = 0; i < ks.size(); ++i) {
-    HK_CHECK_VALUE(ks[i] >= 0 && ks[i] % kBlockK == 0 && ks[i] < INT32_MAX, "ks[", i,
-                   "] must be a non-negative multiple of 128, got ", ks[i]);
-    sum_k += ks[i];
-  }
+  const int64_t sum_k = check_k_group_sizes(ks, ks_tensor, g, d, "d");
   const int64_t kb_total = sum_k / kBlockK;
   HK_CHECK_VALUE(g < INT32_MAX && m < INT32_MAX && n < INT32_MAX && kb_total < INT32_MAX,
                  "G, M, N and Σks/128 must be below 2^31, got ", g, ", ", m, ", ", n, ", ", kb_total);
@@ -136,11 +129,6 @@ void k_grouped_fp8_gemm_nt_contiguous_1d1d(const at::Tensor& a, const at::Tensor
   HK_CHECK_VALUE(a.numel() == 0 || reinterpret_cast<uintptr_t>(a.data_ptr()) % 16 == 0, "a must be 16-byte aligned");
   HK_CHECK_VALUE(b.numel() == 0 || reinterpret_cast<uintptr_t>(b.data_ptr()) % 16 == 0, "b must be 16-byte aligned");
   check_same_device(b, a, "b", "a");
-  check_cuda_tensor(ks_tensor, "ks_tensor", at::kInt);
-  HK_CHECK_VALUE(ks_tensor.dim() == 1 && ks_tensor.size(0) == g && (g <= 1 || ks_tensor.stride(0) == 1),
-                 "ks_tensor must be a contiguous int32 [", g, "] tensor, got shape ", ks_tensor.sizes(), " strides ",
-                 ks_tensor.strides());
-  check_same_device(ks_tensor, a, "ks_tensor", "a");
   check_mn_major_scales(sfa, "sfa", m, kb_total, a);
   check_mn_major_scales(sfb, "sfb", n, kb_total, a);
   check_f32_output(d, "d", {g, m, n}, a);
@@ -150,14 +138,7 @@ void k_grouped_fp8_gemm_nt_contiguous_1d1d(const at::Tensor& a, const at::Tensor
   if (g == 0 || m == 0 || n == 0) return;
   c10::cuda::CUDAGuard guard(a.device());
   const bool in_place = c.has_value() && c_is_d(*c, d);
-  if (sum_k == 0) {
-    if (!c.has_value()) {
-      d.zero_();
-    } else if (!in_place) {
-      d.copy_(*c);
-    }
-    return;
-  }
+  if (sum_k == 0) return store_empty_k_grouped(d, c, in_place);
   check_sm90(a);
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   if (c.has_value() && !in_place) d.copy_(*c);

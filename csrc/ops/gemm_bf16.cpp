@@ -277,14 +277,7 @@ void k_grouped_bf16_gemm_tn_contiguous(const at::Tensor& a, const at::Tensor& b,
   check_cuda_tensor(d, "d", at::kFloat);
   HK_CHECK_VALUE(d.dim() == 3, "d must be float32 [G, M, N], got shape ", d.sizes());
   const int64_t g = d.size(0), m = d.size(1), n = d.size(2);
-  HK_CHECK_VALUE(static_cast<int64_t>(ks.size()) == g, "ks must have ", g, " entries (one per group of d), got ",
-                 ks.size());
-  int64_t sum_k = 0;
-  for (size_t i = 0; i < ks.size(); ++i) {
-    HK_CHECK_VALUE(ks[i] >= 0 && ks[i] % 128 == 0 && ks[i] < INT32_MAX, "ks[", i,
-                   "] must be a non-negative multiple of 128, got ", ks[i]);
-    sum_k += ks[i];
-  }
+  const int64_t sum_k = check_k_group_sizes(ks, ks_tensor, g, d, "d");
   HK_CHECK_VALUE(g < 65536 && m < INT32_MAX && n < INT32_MAX && sum_k < INT32_MAX,
                  "G must be below 65536 and M, N, Σks below 2^31, got ", g, ", ", m, ", ", n, ", ", sum_k);
   // A [ΣK, M] and B [ΣK, N] with rows contiguous: MN-major operands of the GEMM (the "t" of tn).
@@ -300,11 +293,6 @@ void k_grouped_bf16_gemm_tn_contiguous(const at::Tensor& a, const at::Tensor& b,
   };
   check_k_rows_operand(a, "a", m);
   check_k_rows_operand(b, "b", n);
-  check_cuda_tensor(ks_tensor, "ks_tensor", at::kInt);
-  HK_CHECK_VALUE(ks_tensor.dim() == 1 && ks_tensor.size(0) == g && (g <= 1 || ks_tensor.stride(0) == 1),
-                 "ks_tensor must be a contiguous int32 [", g, "] tensor, got shape ", ks_tensor.sizes(), " strides ",
-                 ks_tensor.strides());
-  check_same_device(ks_tensor, d, "ks_tensor", "d");
   check_output(d, "d", {g, m, n});
   check_output_elements_disjoint(d, "d");
   if (c.has_value()) {
@@ -316,14 +304,7 @@ void k_grouped_bf16_gemm_tn_contiguous(const at::Tensor& a, const at::Tensor& b,
   if (g == 0 || m == 0 || n == 0) return;
   c10::cuda::CUDAGuard guard(d.device());
   const bool in_place = c.has_value() && c_is_d(*c, d);
-  if (sum_k == 0) {
-    if (!c.has_value()) {
-      d.zero_();
-    } else if (!in_place) {
-      d.copy_(*c);
-    }
-    return;
-  }
+  if (sum_k == 0) return store_empty_k_grouped(d, c, in_place);
   check_sm90(d);
 
   gemm::Bf16GemmConfig config = gemm::choose_bf16_config(static_cast<int>(m), static_cast<int>(n),
