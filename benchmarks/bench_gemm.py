@@ -18,8 +18,9 @@ Sections (``--only`` picks some, repeatable; all four by default):
            ``torch.mm`` of the same shape (once per group for k-grouped): no cuBLAS call has this recipe, so
            the ratio says how the FP8 kernel compares with the BF16 GEMM it replaces.
   bf16     ``bf16_gemm_nt`` vs ``torch.mm``; ``m_grouped_bf16_gemm_nt_contiguous`` / ``_masked`` vs
-           ``torch._grouped_mm``; ``k_grouped_bf16_gemm_tn_contiguous`` (FP32 D accumulated in place) vs a
-           BF16 ``torch.mm`` per group.
+           ``torch._grouped_mm`` (mask4096 rows: over the valid rows only, gathered beforehand);
+           ``k_grouped_bf16_gemm_tn_contiguous`` (FP32 D accumulated in place) vs a BF16 ``torch.mm`` per
+           group.
 
 The dense section ends with what a decode row can reach after the same flush: ``torch.sum`` over
 each B's bytes, and a one-element op (the time between the events of a call that does nothing).
@@ -622,6 +623,54 @@ def _bf16_grouped_case(dev: torch.device, timer: Timer, layout: str, g: int, m: 
     return row
 
 
+def _bf16_masked_sparse_case(dev: torch.device, timer: Timer, g: int, expected: int, n: int, k: int) -> dict:
+    """The BF16 masked GEMM in the FP8 section's mask4096 setting (M_max = MASKED_SPARSE_M_MAX, masked_m[g]
+    = expected × U(0.7, 1.3), seeded; FLOPs, bytes and the check on the valid rows only). Baseline:
+    ``torch._grouped_mm`` over the valid rows gathered into one [Σ rows, K] tensor beforehand (one
+    launch, offsets per group), or one ``torch.mm`` per group where it is missing or refuses."""
+    kernel = _ops.use_kernel("m_grouped_bf16_gemm_nt_masked", dev)
+    m_max = MASKED_SPARSE_M_MAX
+    rnd = random.Random(zlib.crc32(repr(("mask4096", g, expected, n, k)).encode()))
+    counts = [max(1, int(expected * rnd.uniform(0.7, 1.3))) for _ in range(g)]
+    a = torch.randn(g, m_max, k, dtype=torch.bfloat16, device=dev)
+    b = torch.randn(g, n, k, dtype=torch.bfloat16, device=dev)
+    masked_m = torch.tensor(counts, dtype=torch.int32, device=dev)
+    rows = torch.arange(m_max, device=dev)[None, :] < masked_m[:, None]
+    d = torch.empty(g, m_max, n, dtype=torch.bfloat16, device=dev)
+    ref = torch.zeros(g, m_max, n, dtype=torch.float32, device=dev)
+    for i, c in enumerate(counts):
+        ref[i, :c] = a[i, :c].float() @ b[i].float().t()
+    valid = sum(counts)
+    flops = 2 * valid * n * k
+    nbytes = 2 * (valid * k + g * n * k + valid * n) + 4 * g
+    a_valid = a[rows]
+    offs = torch.tensor(counts, dtype=torch.int32, device=dev).cumsum(0, dtype=torch.int32)
+    grouped_mm = getattr(torch, "_grouped_mm", None)
+
+    def call():
+        hopperkit.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, int(expected * 1.2))
+
+    def per_group():
+        return [a[i, :c] @ b[i].t() for i, c in enumerate(counts)]
+
+    def grouped():
+        return grouped_mm(a_valid, b.transpose(1, 2), offs=offs)
+
+    baseline, base_name = per_group, "mm×G"
+    if grouped_mm is not None and _try(grouped)[1] is None:
+        baseline, base_name = grouped, "_grouped_mm"
+    row = {"layout": "mask4096", "groups": g, "m_per_group": expected, "n": n, "k": k, "m_max": m_max,
+           "masked_m": counts}
+    row.update(_measure_hopperkit(timer, kernel, reference_seconds(valid, n, k, two_level=False), call, d, ref,
+                                  flops, nbytes, rows))
+    _, refused = _try(baseline)
+    base_us = timer.baseline(baseline) if refused is None else None
+    row.update({"baseline": base_name, "baseline_us": base_us, "baseline_tflops": tflops(flops, base_us),
+                "baseline_gbs": gbs(nbytes, base_us), "baseline_refused": refused,
+                "ratio": ratio(base_us, row["hk_us"])})
+    return row
+
+
 def _bf16_k_grouped_case(dev: torch.device, timer: Timer, g: int, m: int, n: int, k: int) -> dict:
     """``k_grouped_bf16_gemm_tn_contiguous`` with g groups of K = k, FP32 D accumulated in place onto C
     (checked first with C separate from a NaN-poisoned D); baseline: one BF16 ``torch.mm`` per group."""
@@ -663,12 +712,15 @@ def run_bf16(dev: torch.device, timer: Timer) -> list[dict]:
         start = time.time()
         rows.append(_bf16_dense_case(dev, timer, m, n, k))
         _progress(f"[bf16] dense M={m} N={n} K={k}: {time.time() - start:.1f} s")
-    cases = [c for c in _grouped_cases(timer.quick) if c[0] != "mask4096"]  # the FP8 section's own rows
+    cases = _grouped_cases(timer.quick)
     if timer.quick:  # one contiguous and one masked case
         cases = [c for c in cases if c[0] == "contiguous"][:1] + [c for c in cases if c[0] == "masked"][-1:]
     for layout, g, m, n, k in cases:
         start = time.time()
-        rows.append(_bf16_grouped_case(dev, timer, layout, g, m, n, k))
+        if layout == "mask4096":
+            rows.append(_bf16_masked_sparse_case(dev, timer, g, m, n, k))
+        else:
+            rows.append(_bf16_grouped_case(dev, timer, layout, g, m, n, k))
         _progress(f"[bf16] {layout} G={g} m={m} N={n} K={k}: {time.time() - start:.1f} s")
         torch.cuda.empty_cache()
     for g, m, n, k in (QUICK_WGRAD_K_GROUPED if timer.quick else WGRAD_K_GROUPED):

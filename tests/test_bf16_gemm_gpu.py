@@ -351,6 +351,21 @@ def test_masked(g, expected, n, k, forbid_reference):
     _check_masked(d, a, b, masked_m, dead)
 
 
+@pytest.mark.parametrize("block_m,block_n", TILES, ids=[f"{m}x{n}" for m, n in TILES])
+def test_masked_large_m_max_few_rows(block_m, block_n, monkeypatch, forbid_reference):
+    """A capture sized for the worst case: M_max = 4096 with a few rows per group (DeepGEMM's test
+    setting), on every compiled masked tile. Only the blocks with valid rows are scheduled (group by
+    group): every group's result, and nothing written from the first 128-row boundary past masked_m on."""
+    forbid_reference("m_grouped_bf16_gemm_nt_masked")
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", f"{block_m},{block_n}")
+    g, m_max, n, k = 10, 4096, 520, 200
+    counts = [0, 1, 17, 64, 65, 130, 255, 3, 2100, 4096]  # the last two span more than one band of M blocks
+    a, b, masked_m, dead = _masked_case(g, m_max, n, k, counts, seed=5)
+    d = poison_(torch.empty(g, m_max, n, dtype=torch.bfloat16, device="cuda"))
+    hopperkit.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 64)
+    _check_masked(d, a, b, masked_m, dead)
+
+
 def test_masked_cuda_graph_replay(forbid_reference):
     """One capture serves any counts: masked_m is read on the device."""
     forbid_reference("m_grouped_bf16_gemm_nt_masked")

@@ -169,12 +169,18 @@ def test_masked(g, expected, n, k):
     _check_masked(d, a, a_fp8, sfa, b, b_fp8, sfb, masked_m, dead)
 
 
-def test_masked_large_m_max_few_rows():
+# The masked layout's own instantiations (BLOCK_M, BLOCK_N, cluster, one-box staging).
+MASKED_CONFIGS = ("64,64,1,0", "64,128,1,0", "128,64,1,0", "128,128,1,0", "128,128,1,1", "256,128,1,0", "256,128,1,1")
+
+
+@pytest.mark.parametrize("config", MASKED_CONFIGS)
+def test_masked_large_m_max_few_rows(monkeypatch, config):
     """A capture sized for the worst case: M_max = 4096 with a few rows per group (DeepGEMM's test
-    setting). Only the blocks with valid rows are scheduled (group by group): every group's result,
-    and nothing written from the first 256-row boundary past masked_m on."""
-    g, m_max, n, k = 8, 4096, 520, 384
-    counts = [0, 1, 17, 64, 65, 130, 255, 3]
+    setting), on every masked instantiation. Only the blocks with valid rows are scheduled (group by
+    group): every group's result, and nothing written from the first 256-row boundary past masked_m on."""
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", config)
+    g, m_max, n, k = 10, 4096, 520, 384
+    counts = [0, 1, 17, 64, 65, 130, 255, 3, 2100, 4096]  # the last two span more than one band of M blocks
     a, a_fp8, sfa, b, b_fp8, sfb = _masked_inputs(g, m_max, n, k, seed=5)
     masked_m = torch.tensor(counts, dtype=torch.int32)
     dead = _poison_masked_rows(a_fp8, sfa, masked_m)

@@ -14,10 +14,12 @@
 namespace hopperkit::gemm {
 
 // kCompactMasked (the masked layout's own instantiations): only the M blocks that hold a row before
-// masked_m[g] are scheduled, numbered group by group, so a capture sized for the worst-case M_max
-// costs only the blocks in use (walking and skipping the empty ones cost most of the call at
-// M_max = 4096). Tiles are ordered M block by M block (all N blocks of one before the next), so each
-// thread's M blocks only increase and a cursor over the groups finds them in amortised O(1).
+// masked_m[g] are scheduled, so a capture sized for the worst-case M_max costs only the blocks in use
+// (walking and skipping the empty ones cost most of the call at M_max = 4096). Tiles are numbered
+// group by group, and within a group rasterised in bands of its M blocks: a group's M blocks share
+// its B and run side by side, while consecutive tiles of one-block groups stream one B after the
+// other. Each thread's tiles only increase, so a cursor over the groups finds a tile's group in
+// amortised O(1). PERF: gemm/fp8_1d2d/README.md "Layouts".
 template <int kBlockM, int kBlockN, int kBandM = 16, bool kCompactMasked = false>
 struct TileScheduler {
   // Only the unit cursor is state: the grid's shape is recomputed from the kernel parameters
@@ -25,9 +27,9 @@ struct TileScheduler {
   const GemmProblem& p;
   int next_unit;
   // kCompactMasked only (otherwise never read, so never allocated): the scheduled M blocks, and the
-  // group cursor with its first scheduled M block. blocks_of must see each thread's units in order
-  // (the same unit twice is fine), which every role's loop does.
-  int masked_blocks = 0, cursor_group = 0, cursor_first = 0;
+  // group cursor with the group's first tile. blocks_of must see each thread's units in order (the
+  // same unit twice is fine), which every role's loop does.
+  int masked_blocks = 0, cursor_group = 0, cursor_first_tile = 0;
 
   __device__ __forceinline__ explicit TileScheduler(const GemmProblem& params) : p(params), next_unit(blockIdx.x) {
     if constexpr (kCompactMasked) {
@@ -61,20 +63,26 @@ struct TileScheduler {
   __device__ __forceinline__ void blocks_of(int unit, int& m_block, int& n_block) {
     if constexpr (kCompactMasked) {
       const int tile = unit;  // the masked layout has no K splits
-      const int scheduled_m = tile / num_n_blocks();
-      n_block = tile % num_n_blocks();
-      for (int blocks = masked_blocks_of_group(cursor_group); scheduled_m >= cursor_first + blocks;
-           blocks = masked_blocks_of_group(++cursor_group)) {
-        cursor_first += blocks;
+      const int n_blocks = num_n_blocks();
+      int blocks = masked_blocks_of_group(cursor_group);
+      while (tile >= cursor_first_tile + blocks * n_blocks) {
+        cursor_first_tile += blocks * n_blocks;
+        blocks = masked_blocks_of_group(++cursor_group);
       }
-      m_block = cursor_group * ((p.m + kBlockM - 1) / kBlockM) + scheduled_m - cursor_first;
+      band_raster(tile - cursor_first_tile, blocks, n_blocks, m_block, n_block);
+      m_block += cursor_group * ((p.m + kBlockM - 1) / kBlockM);
       return;
     }
-    const int tile = unit / p.k_splits;
-    const int n_blocks = num_n_blocks();
+    band_raster(unit / p.k_splits, num_m_blocks(), num_n_blocks(), m_block, n_block);
+  }
+
+ private:
+  // Tile `tile` of an m_blocks × n_blocks grid swept in bands of kBandM M blocks: M fastest within a
+  // band, then N, then the next band.
+  __device__ __forceinline__ static void band_raster(int tile, int m_blocks, int n_blocks, int& m_block, int& n_block) {
     const int band = tile / (kBandM * n_blocks);
     const int first_m = band * kBandM;
-    const int band_rows = min(kBandM, num_m_blocks() - first_m);
+    const int band_rows = min(kBandM, m_blocks - first_m);
     const int in_band = tile - band * kBandM * n_blocks;
     m_block = first_m + in_band % band_rows;
     n_block = in_band / band_rows;

@@ -4,16 +4,16 @@
 
 namespace hopperkit::gemm {
 
-template <int kBlockM, int kBlockN, OperandMajor kMajorA, OperandMajor kMajorB, bool kKGrouped>
+template <int kBlockM, int kBlockN, OperandMajor kMajorA, OperandMajor kMajorB, Bf16Variant kVariant>
 void launch_bf16_gemm(const Bf16GemmParams& params, int num_sms, bool pdl, cudaStream_t stream);
 
 namespace {
 
-template <OperandMajor kMajorA, OperandMajor kMajorB, bool kKGrouped = false>
+template <OperandMajor kMajorA, OperandMajor kMajorB, Bf16Variant kVariant = Bf16Variant::kGeneral>
 void dispatch_tile(const Bf16GemmParams& params, Bf16GemmConfig config, int num_sms, bool pdl, cudaStream_t stream) {
 #define HK_BF16_CONFIG(BM, BN)                       \
   if (config.block_m == BM && config.block_n == BN) \
-    return launch_bf16_gemm<BM, BN, kMajorA, kMajorB, kKGrouped>(params, num_sms, pdl, stream);
+    return launch_bf16_gemm<BM, BN, kMajorA, kMajorB, kVariant>(params, num_sms, pdl, stream);
   HK_BF16_CONFIG(128, 256)
   HK_BF16_CONFIG(128, 128)
   HK_BF16_CONFIG(64, 256)
@@ -28,7 +28,11 @@ void run_bf16_gemm(const Bf16GemmParams& params, Bf16GemmConfig config, int num_
   constexpr OperandMajor K = OperandMajor::kK, MN = OperandMajor::kMN;
   if (params.layout == GemmLayout::kKGroupedContiguous) {
     HK_CHECK(config.major_a == MN && config.major_b == MN, "the k-grouped BF16 GEMM's operands are MN-major");
-    return dispatch_tile<MN, MN, /*kKGrouped=*/true>(params, config, num_sms, pdl, stream);
+    return dispatch_tile<MN, MN, Bf16Variant::kKGrouped>(params, config, num_sms, pdl, stream);
+  }
+  if (params.layout == GemmLayout::kMGroupedMasked) {
+    HK_CHECK(config.major_a == K && config.major_b == K, "the masked BF16 GEMM's operands are K-major");
+    return dispatch_tile<K, K, Bf16Variant::kMasked>(params, config, num_sms, pdl, stream);
   }
   if (config.major_a == K && config.major_b == K) return dispatch_tile<K, K>(params, config, num_sms, pdl, stream);
   if (config.major_a == K && config.major_b == MN) return dispatch_tile<K, MN>(params, config, num_sms, pdl, stream);

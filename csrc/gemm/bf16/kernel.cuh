@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bf16_gemm_kernel(const __grid_
   // With PDL the previous kernel in the stream may still be writing A, B or C.
   pdl_wait_for_prerequisites();
 
-  TileScheduler<T::kBlockM, T::kBlockN> scheduler(p);
+  TileScheduler<T::kBlockM, T::kBlockN, 16, T::kMasked> scheduler(p);
   const int num_k_blocks = (p.k + T::kBlockK - 1) / T::kBlockK;  // every tile's, but k-grouped ones
   PipelineState<T::kStages> st;
   int unit;
@@ -63,8 +63,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) bf16_gemm_kernel(const __grid_
       int m_block, n_block;
       scheduler.blocks_of(unit, m_block, n_block);
       // Warp-uniform for the compiler too (see the role above); blocks without any result row
-      // skip the mainloop: contiguous padding blocks store zeros, masked blocks past masked_m store
-      // nothing (a capture sized for the worst case would otherwise write zeros over most of D).
+      // skip the mainloop: contiguous padding blocks store zeros; masked blocks past masked_m store
+      // nothing (a capture sized for the worst case would otherwise write zeros over most of D), and
+      // the masked instantiations' scheduler hands out none of them.
       const Bf16Tile t = resolve_bf16_tile<T>(p, m_block, num_k_blocks);
       const int group = __shfl_sync(0xffffffffu, t.rows.group, 0);
       if (group < 0 && p.layout == GemmLayout::kMGroupedMasked) continue;

@@ -6,9 +6,10 @@
 
 namespace hopperkit::gemm {
 
-template <int kBlockM, int kBlockN, OperandMajor kMajorA, OperandMajor kMajorB, bool kKGrouped = false>
+template <int kBlockM, int kBlockN, OperandMajor kMajorA, OperandMajor kMajorB, Bf16Variant kVariant = Bf16Variant::kGeneral>
 void launch_bf16_gemm(const Bf16GemmParams& params_in, int num_sms, bool pdl, cudaStream_t stream) {
-  using T = Bf16GemmTraits<kBlockM, kBlockN, kMajorA, kMajorB, kKGrouped>;
+  using T = Bf16GemmTraits<kBlockM, kBlockN, kMajorA, kMajorB, kVariant>;
+  constexpr bool kKGrouped = T::kKGrouped;
   Bf16GemmParams params = params_in;
   params.sched_rows = scheduled_rows(params, kBlockM);
   params.k_splits = 1;
@@ -18,6 +19,8 @@ void launch_bf16_gemm(const Bf16GemmParams& params_in, int num_sms, bool pdl, cu
            "the m-grouped BF16 GEMMs take K-major operands only");
   HK_CHECK((params.layout == GemmLayout::kKGroupedContiguous) == kKGrouped,
            "the k-grouped layout runs its own instantiations, and only it");
+  HK_CHECK((params.layout == GemmLayout::kMGroupedMasked) == T::kMasked,
+           "the masked layout runs its own instantiations, and only it");
   HK_CHECK(!kKGrouped || (params.ks != nullptr && params.output == Bf16GemmOutput::kFp32 && !params.tma_store_d),
            "the k-grouped BF16 GEMM takes the group sizes and FP32 D");
   // The reduction path adds every stored row (no row-without-result selects): the layouts whose rows

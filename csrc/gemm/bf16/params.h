@@ -17,6 +17,14 @@ enum class OperandMajor : int32_t { kK = 0, kMN = 1 };
 
 enum class Bf16GemmOutput : int32_t { kBf16 = 0, kFp32 = 1 };
 
+// Layouts that run their own instantiations, so that their code paths stay out of the other kernels,
+// whose mainloop allocation moves by a percent or more with any added branch (measured):
+// - kKGrouped: per-group K ranges read on the device, FP32 D added into by reductions;
+// - kMasked: the scheduler hands out only the M blocks with a row before masked_m[g]
+//   (gemm/scheduler.cuh kCompactMasked).
+// kGeneral runs the normal and m-grouped contiguous layouts.
+enum class Bf16Variant : int32_t { kGeneral = 0, kKGrouped = 1, kMasked = 2 };
+
 struct Bf16GemmParams : GemmProblem {
   // K-major operand: [rows, K] map, box [BLOCK_rows, 64], 128B swizzle (A masked: 3-D [G, M_max, K];
   // B m-grouped: 3-D [G, N, K]). MN-major operand: [K, rows] map, box [64, 64] (64 K rows × 64

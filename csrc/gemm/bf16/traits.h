@@ -19,18 +19,19 @@ enum class Bf16GemmBarrier : int {
   kEpilogueWarpgroup0 = 1,  // + warpgroup: that warpgroup's D staging buffer is free / written
 };
 
-template <int kBlockM_, int kBlockN_, OperandMajor kMajorA_, OperandMajor kMajorB_, bool kKGrouped_ = false>
+template <int kBlockM_, int kBlockN_, OperandMajor kMajorA_, OperandMajor kMajorB_,
+          Bf16Variant kVariant = Bf16Variant::kGeneral>
 struct Bf16GemmTraits {
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr OperandMajor kMajorA = kMajorA_;
   static constexpr OperandMajor kMajorB = kMajorB_;
-  // The k-grouped layout (per-group K ranges read on the device, FP32 D added into by reductions) is
-  // its own instantiation: its code paths stay out of the other layouts' kernels, whose mainloop
-  // allocation moves by a percent or more with any added branch (measured).
-  static constexpr bool kKGrouped = kKGrouped_;
+  static constexpr bool kKGrouped = kVariant == Bf16Variant::kKGrouped;
+  static constexpr bool kMasked = kVariant == Bf16Variant::kMasked;
   static_assert(!kKGrouped || (kMajorA == OperandMajor::kMN && kMajorB == OperandMajor::kMN),
                 "the k-grouped operands are MN-major ([ΣK, M] and [ΣK, N])");
+  static_assert(!kMasked || (kMajorA == OperandMajor::kK && kMajorB == OperandMajor::kK),
+                "the masked operands are K-major (MoE activations and weights)");
   static_assert(kBlockM == 64 || kBlockM == 128, "each math warpgroup owns 64 rows (the wgmma M)");
   static_assert(kBlockN == 128 || kBlockN == 256, "wgmma N of 128 or 256");
   // One K block = 64 bf16 = one 128-byte swizzle row: a K-major tile is [rows × 128 B], an MN-major

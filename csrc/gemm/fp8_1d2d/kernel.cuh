@@ -78,8 +78,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
       int m_block, n_block;
       scheduler.blocks_of(unit, m_block, n_block);
       // Warp-uniform for the compiler too (see the role above); blocks without any result row
-      // skip the mainloop: contiguous padding blocks store zeros, masked blocks past masked_m store
-      // nothing (a capture sized for the worst case would otherwise write zeros over most of D).
+      // skip the mainloop: contiguous padding blocks store zeros; masked blocks past masked_m store
+      // nothing (a capture sized for the worst case would otherwise write zeros over most of D), and
+      // the masked instantiations' scheduler hands out none of them.
       const int group = __shfl_sync(0xffffffffu, resolve_m_block<T::kBlockM>(p, m_block).group, 0);
       if (group < 0 && p.layout == GemmLayout::kMGroupedMasked) continue;
       const int kb_begin = scheduler.split_of(unit) * k_blocks_per_split;
