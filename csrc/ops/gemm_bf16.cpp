@@ -172,8 +172,12 @@ void bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, const st
   p.tma_a = dense_operand_map(a, major_a, config.block_m);
   p.tma_b = dense_operand_map(b, major_b, config.block_n);
   set_output(p, d);
-  if (in_place && d.scalar_type() == at::kFloat) {
-    p.add_to_d = true;  // D holds C: the tiles are added into it (no read of C in the epilogue)
+  if (c.has_value() && d.scalar_type() == at::kFloat) {
+    // FP32 D: the tiles are added into D, which holds C (copied in first when C is another tensor),
+    // by reductions at L2, so the epilogue never waits for loads of C while the tensor cores idle;
+    // each element still gets one IEEE addition C + A·Bᵀ, so the result is the same bitwise.
+    if (!in_place) d.copy_(*c);
+    p.add_to_d = true;
   } else if (c.has_value()) {
     p.c = c->data_ptr();
     p.ldc = row_stride(*c);
@@ -319,12 +323,11 @@ void k_grouped_bf16_gemm_tn_contiguous(const at::Tensor& a, const at::Tensor& b,
   p.tma_b = dense_operand_map(b.t(), gemm::OperandMajor::kMN, config.block_n);
   set_output(p, d);
   p.ldd_group = g > 1 ? d.stride(0) : 0;
-  if (in_place) {
-    p.add_to_d = true;  // D holds C: the tiles are added into it (no read of C in the epilogue)
-  } else if (c.has_value()) {
-    p.c = c->data_ptr();
-    p.ldc = row_stride(*c);
-    p.ldc_group = g > 1 ? c->stride(0) : 0;
+  if (c.has_value()) {
+    // As in the dense op: D holds C (copied in first when C is another tensor) and the tiles are
+    // added into it by reductions, one IEEE addition per element either way.
+    if (!in_place) d.copy_(*c);
+    p.add_to_d = true;
   }
   p.m = static_cast<int>(m);
   p.n = static_cast<int>(n);

@@ -90,7 +90,6 @@ __device__ __forceinline__ void store_tile_from_registers(const Bf16GemmParams& 
   Out* d_a = d_slab + static_cast<int64_t>(block.a_row + r_a) * p.ldd;
   Out* d_b = d_slab + static_cast<int64_t>(block.a_row + r_b) * p.ldd;
   const Out* c = static_cast<const Out*>(p.c);
-  if constexpr (T::kKGrouped) c = c == nullptr ? nullptr : c + block.a_group * p.ldc_group;
   const Out* c_a = c == nullptr ? nullptr : c + static_cast<int64_t>(block.a_row + r_a) * p.ldc;
   const Out* c_b = c == nullptr ? nullptr : c + static_cast<int64_t>(block.a_row + r_b) * p.ldc;
   if constexpr (std::is_same_v<Out, float>) {

@@ -21,8 +21,9 @@ void launch_bf16_gemm(const Bf16GemmParams& params_in, int num_sms, bool pdl, cu
            "the k-grouped layout runs its own instantiations, and only it");
   HK_CHECK((params.layout == GemmLayout::kMGroupedMasked) == T::kMasked,
            "the masked layout runs its own instantiations, and only it");
-  HK_CHECK(!kKGrouped || (params.ks != nullptr && params.output == Bf16GemmOutput::kFp32 && !params.tma_store_d),
-           "the k-grouped BF16 GEMM takes the group sizes and FP32 D");
+  HK_CHECK(!kKGrouped || (params.ks != nullptr && params.output == Bf16GemmOutput::kFp32 && !params.tma_store_d &&
+                           params.c == nullptr),
+           "the k-grouped BF16 GEMM takes the group sizes and FP32 D (holding C when there is one)");
   // The reduction path adds every stored row (no row-without-result selects): the layouts whose rows
   // all have a result.
   HK_CHECK(!params.add_to_d || (params.output == Bf16GemmOutput::kFp32 && params.c == nullptr && !params.tma_store_d &&

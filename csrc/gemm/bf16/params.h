@@ -37,9 +37,9 @@ struct Bf16GemmParams : GemmProblem {
   bool tma_store_d = false;
   CUtensorMap tma_d;
   void* d = nullptr;        // D [M, N] (masked, k-grouped: [G, M, N]), row stride ldd, group stride ldd_group
-  const void* c = nullptr;  // C shaped like D in D's dtype, row stride ldc, group stride ldc_group, or null; may alias D
+  const void* c = nullptr;  // C shaped like D in D's dtype, row stride ldc, or null; may alias D (not k-grouped)
   int64_t ldd = 0, ldc = 0;
-  int64_t ldd_group = 0, ldc_group = 0;
+  int64_t ldd_group = 0;
   // FP32 D that already holds C (c is d): the epilogue adds the tile into D with vector reductions
   // (red.global.add), which need no read of D in the math warps (c is then null).
   bool add_to_d = false;
