@@ -138,6 +138,7 @@ def test_edge_sizes(m, n, k, kernel, major_a, major_b, forbid_reference):
     if kernel:
         forbid_reference("bf16_gemm_nt")
     _run_dense(m, n, k, major_a, major_b, key=("edge",))
+    _run_dense(m, n, k, major_a, major_b, out=torch.float32, c_mode="alias", key=("edge",))
 
 
 def test_odd_n_into_padded_d(forbid_reference):
@@ -150,6 +151,43 @@ def test_odd_n_into_padded_d(forbid_reference):
         hopperkit.bf16_gemm_nt(a, b, full[:, :7])
         _check(f"N=7 {out}", full[:, :7], ref_gemm.bf16_gemm_nt(a, b, None, out_dtype=out))
         assert torch.isnan(full[:, 7]).all(), "the column past N was written"
+    # FP32 D holding C (added into by reductions; TMA cannot clip 7 columns exactly), C = D and C separate.
+    c = _randn(gen, 130, 8).float()[:, :7]  # rows 16-byte aligned, as D's
+    want = ref_gemm.bf16_gemm_nt(a, b, c, out_dtype=torch.float32)
+    for mode in ("alias", "separate"):
+        full = poison_(torch.empty(130, 8, dtype=torch.float32, device="cuda"))
+        if mode == "alias":
+            full[:, :7] = c
+        hopperkit.bf16_gemm_nt(a, b, full[:, :7], c=full[:, :7] if mode == "alias" else c)
+        _check(f"N=7 FP32 C {mode}", full[:, :7], want)
+        assert torch.isnan(full[:, 7]).all(), "the column past N was written"
+
+
+@pytest.mark.parametrize("mode", ["alias", "separate"])
+def test_fp32_accumulation_keeps_subnormal_c(mode, forbid_reference):
+    """FP32 D = C + A·Bᵀ through the TMA reduction keeps IEEE semantics: under a zero product a
+    subnormal C comes back unchanged (red.global.add.f32 would flush it to 0)."""
+    forbid_reference("bf16_gemm_nt")
+    forbid_reference("k_grouped_bf16_gemm_tn_contiguous")
+    gen = seeded_generator("cuda", "subnormal", mode)
+    a, b = _randn(gen, 256, 320), _randn(gen, 264, 320)
+    a[:64] = 0  # rows whose product is exactly 0
+    c = _randn(gen, 256, 264).float()
+    c[:64] = 1e-40 * torch.sign(c[:64])
+    d = c.clone() if mode == "alias" else poison_(torch.empty_like(c))
+    hopperkit.bf16_gemm_nt(a, b, d, c=d if mode == "alias" else c)
+    assert torch.equal(d[:64], c[:64]), "subnormal C under a zero product must be kept"
+    _check(f"subnormal C {mode}", d, ref_gemm.bf16_gemm_nt(a, b, c, out_dtype=torch.float32))
+    ks = [128, 256]
+    ak, bk = _randn(gen, sum(ks), 200), _randn(gen, sum(ks), 264)
+    ak[:, :64] = 0
+    ck = _randn(gen, 2, 200, 264).float()
+    ck[:, :64] = 1e-40
+    dk = ck.clone() if mode == "alias" else poison_(torch.empty_like(ck))
+    hopperkit.k_grouped_bf16_gemm_tn_contiguous(ak, bk, dk, ks, torch.tensor(ks, dtype=torch.int32, device="cuda"),
+                                                c=dk if mode == "alias" else ck)
+    assert torch.equal(dk[:, :64], ck[:, :64]), "k-grouped: subnormal C under a zero product must be kept"
+    _check_k_grouped(f"k-grouped subnormal C {mode}", dk, ak, bk, ks, ck)
 
 
 @pytest.mark.parametrize("pad", [8, 64, 3])

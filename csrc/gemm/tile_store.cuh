@@ -74,4 +74,51 @@ __device__ __forceinline__ void store_rows_bf16(const TileStoreTarget& target, u
   }
 }
 
+// The FP32 counterpart of store_rows_bf16 for layouts whose stored rows all hold a result: 32-column
+// boxes of a 3-D map [groups, rows, N] (one group for a dense D), each either stored or, with
+// `reduce`, added into global memory by the TMA unit (D += box; D already holds C). Unlike
+// red.global.add.f32 the TMA reduction keeps subnormal values, and it moves whole 128-byte rows.
+// Each thread writes its float2 pairs into the 128B-swizzled box (16-byte unit u of row r at
+// u ^ (r % 8)): the 8 rows a warp writes per instruction share no unit, 2 wavefronts per 256 bytes.
+// `zero`: store 0 instead of the accumulators (an empty sum without C). Same staging turn and
+// leader duties as store_rows_bf16.
+template <int kBlockN, int kBuffers, class BarrierId>
+__device__ __forceinline__ void store_rows_f32(const TileStoreTarget& target, uint8_t* staging, BarrierId barrier,
+                                               bool reduce, bool zero, const float (&acc)[kBlockN / 2]) {
+  static_assert(kBuffers >= 1, "at least one staging box per warpgroup");
+  static_assert(kBlockN % kStoreBoxColsF32 == 0, "tiles are whole FP32 store boxes wide");
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
+  const bool leader = threadIdx.x % 128 == 0;
+  const int row_a = 16 * warp + lane / 4;  // the thread's fragment rows row_a and row_a + 8
+  const int swizzle = row_a % 8;
+#pragma unroll
+  for (int box = 0; box < kBlockN / kStoreBoxColsF32; ++box) {
+    const int slot = box % kBuffers;
+    float* box_smem = reinterpret_cast<float*>(staging + slot * kStoreBoxBytes);
+    if (leader) tma_store_wait_smem_read<kBuffers - 1>();
+    named_barrier_sync(barrier, 128);
+#pragma unroll
+    for (int g = 0; g < kStoreBoxColsF32 / 8; ++g) {
+      const int j = box * (kStoreBoxColsF32 / 8) + g;  // the thread's 8-column group
+      const int col = 8 * g + 2 * (lane % 4);           // within the box
+      const int offset = ((col / 4) ^ swizzle) * 4 + col % 4;
+      const float2 a = zero ? make_float2(0.0f, 0.0f) : make_float2(acc[4 * j + 0], acc[4 * j + 1]);
+      const float2 b = zero ? make_float2(0.0f, 0.0f) : make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+      *reinterpret_cast<float2*>(box_smem + row_a * kStoreBoxColsF32 + offset) = a;
+      *reinterpret_cast<float2*>(box_smem + (row_a + 8) * kStoreBoxColsF32 + offset) = b;
+    }
+    fence_shared_for_async_proxy();
+    named_barrier_sync(barrier, 128);
+    if (leader) {
+      const int col = target.col0 + box * kStoreBoxColsF32;
+      if (reduce) {
+        tma_reduce_add_3d(target.map, box_smem, col, target.row0, target.group);
+      } else {
+        tma_store_3d(target.map, box_smem, col, target.row0, target.group);
+      }
+      tma_store_commit();
+    }
+  }
+}
+
 }  // namespace hopperkit::gemm

@@ -8,5 +8,9 @@ namespace hopperkit::gemm {
 inline constexpr int kStoreBoxRows = 64;
 inline constexpr int kStoreBoxCols = 64;
 inline constexpr int kStoreBoxBytes = kStoreBoxRows * kStoreBoxCols * 2;
+// FP32 output boxes (store_rows_f32): 64 rows × 32 columns, the same 128 bytes per row and the same
+// staging box size.
+inline constexpr int kStoreBoxColsF32 = 32;
+static_assert(kStoreBoxRows * kStoreBoxColsF32 * 4 == kStoreBoxBytes, "FP32 boxes reuse the BF16 staging boxes");
 
 }  // namespace hopperkit::gemm

@@ -93,10 +93,30 @@ void set_output(gemm::Bf16GemmParams& p, const at::Tensor& d) {
 
 // A BF16 D without C is written by TMA stores of [64 rows, 64 columns] boxes (gemm/tile_store.cuh):
 // 2-D [M, N], or 3-D [G, M_max, N] for the masked layout so that boxes clip at each group's end.
-// TMA clips a box at 16-byte granularity along a row (a test saw column N written at N = 7), so an N that is not a multiple of 8 (D a view
-// of wider rows) keeps the register path, which stores exactly N columns.
+// An FP32 D (normal and k-grouped layouts, C already in D or none) goes by TMA stores or reduce-adds
+// of [64 rows, 32 columns] boxes of a 3-D map [G, M, N] (G = 1 for a dense D).
+// TMA clips a box at 16-byte granularity along a row (a test saw column N written at N = 7), so an N
+// that is not a multiple of 16 bytes (D a view of wider rows) keeps the register path, which stores
+// exactly N columns.
 void set_tma_store(gemm::Bf16GemmParams& p, const at::Tensor& d) {
-  if (p.output != gemm::Bf16GemmOutput::kBf16 || p.c != nullptr || d.size(-1) % 8 != 0) return;
+  if (p.c != nullptr) return;
+  if (p.output == gemm::Bf16GemmOutput::kFp32) {
+    if (d.size(-1) % 4 != 0 ||
+        (p.layout != gemm::GemmLayout::kNormal && p.layout != gemm::GemmLayout::kKGroupedContiguous)) {
+      return;
+    }
+    p.tma_store_d = true;
+    const int64_t groups = d.dim() == 3 ? d.size(0) : 1, rows = d.size(-2);
+    const int64_t group_stride = d.dim() == 3 ? group_stride_for_tma(d) : rows * tma_row_stride(d);
+    const uint64_t dims[3] = {static_cast<uint64_t>(d.size(-1)), static_cast<uint64_t>(rows),
+                              static_cast<uint64_t>(groups)};
+    const uint64_t strides[2] = {static_cast<uint64_t>(tma_row_stride(d)) * 4, static_cast<uint64_t>(group_stride) * 4};
+    const uint32_t box[3] = {gemm::kStoreBoxColsF32, gemm::kStoreBoxRows, 1};
+    p.tma_d = make_tma_nd<3>(d.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, dims, strides, box,
+                             CU_TENSOR_MAP_SWIZZLE_128B);
+    return;
+  }
+  if (d.size(-1) % 8 != 0) return;
   p.tma_store_d = true;
   if (d.dim() == 2) {
     p.tma_d = make_tma_2d(d.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, d.size(1), d.size(0), tma_row_stride(d),
@@ -334,6 +354,7 @@ void k_grouped_bf16_gemm_tn_contiguous(const at::Tensor& a, const at::Tensor& b,
   p.k = static_cast<int>(sum_k);
   p.ks = ks_tensor.data_ptr<int32_t>();
   p.num_groups = static_cast<int>(g);
+  set_tma_store(p, d);
   gemm::run_bf16_gemm(p, config, static_cast<int>(num_sms), pdl, c10::cuda::getCurrentCUDAStream());
 }
 

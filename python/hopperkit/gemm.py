@@ -271,8 +271,8 @@ def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[
     On SM90 a persistent TMA + wgmma kernel reads either majorness directly (the nn/tn/tt aliases are
     views, never copies) when the operands meet TMA's limits (module docstring); others run the
     reference. With float32 D and a C, the kernel adds the product into D (C copied into D first when
-    it is another tensor) by reductions at L2, which flush subnormal values of C and of the sum to
-    zero. K = 0 gives D = C (or 0)."""
+    it is another tensor) by TMA reductions; where N is not a multiple of 4 by ``red.global.add``
+    instead, which flushes subnormal values of C and of the sum to zero. K = 0 gives D = C (or 0)."""
     if isinstance(d, torch.Tensor) and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         if _kernel_fast_path(lambda: _fast_bf16_gemm(a, b, d, c)):
             return
@@ -550,8 +550,9 @@ def k_grouped_bf16_gemm_tn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
 
     On SM90 the BF16 GEMM kernel runs when the row strides of A and B are multiples of 8 elements
     (16 bytes) and their bases 16-byte aligned (TMA); otherwise the reference path. With C, the
-    kernel adds the products into D (C copied into D first when it is another tensor) by reductions
-    at L2, which flush subnormal values of C and of the sums to zero.
+    kernel adds the products into D (C copied into D first when it is another tensor) by TMA
+    reductions; where N is not a multiple of 4 by ``red.global.add`` instead, which flushes subnormal
+    values of C and of the sums to zero.
     """
     G, M, N = _k_groups(ks, d)
     sum_k = sum(ks)

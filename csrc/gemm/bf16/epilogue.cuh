@@ -1,6 +1,7 @@
-// Epilogue of the BF16 GEMM: a BF16 D without C goes through shared memory and TMA stores; FP32 D
-// or an added C (read in FP32 before D is written, so C may alias D) uses bounds-checked vector
-// stores of one warpgroup's rows straight from the accumulator registers.
+// Epilogue of the BF16 GEMM: a BF16 D without C, and an FP32 D (normal and k-grouped layouts; C, if
+// any, already in D), go through shared memory and TMA stores or reduce-adds; a BF16 D with C (read
+// in FP32 before D is written, so C may alias D) uses bounds-checked vector stores of one
+// warpgroup's rows straight from the accumulator registers, as does an FP32 D that TMA cannot clip.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -119,13 +120,20 @@ __device__ __forceinline__ void store_tile_from_registers(const Bf16GemmParams& 
 
 namespace hopperkit::gemm {
 
-// The output path of one warpgroup's rows: BF16 D without C through TMA stores (which overlap the
-// next tile's mainloop), otherwise (FP32 D, or C to add) stores from registers.
+// The output path of one warpgroup's rows: through TMA (stores, or for FP32 D holding C reduce-adds;
+// both overlap the next tile's mainloop) when the host built the map (p.tma_store_d), otherwise
+// stores from registers (BF16 D with C, a D whose rows TMA cannot clip exactly).
 template <class T>
 __device__ __forceinline__ void store_tile(const Bf16GemmParams& p, typename T::SharedStorage& smem, int warpgroup,
                                            AccumulatorRows rows, const MBlockRows& block, int n_block,
                                            const float (&acc)[T::kBlockN / 2], bool empty_sum) {
-  if (p.tma_store_d) {
+  if (p.tma_store_d && p.output == Bf16GemmOutput::kFp32) {
+    // Normal and k-grouped layouts only (the host's choice): every stored row holds a result.
+    if (p.add_to_d && empty_sum) return;  // D already holds C
+    const TileStoreTarget target{&p.tma_d, true, n_block * T::kBlockN, block.a_row + warpgroup * 64, block.a_group};
+    const auto barrier = static_cast<Bf16GemmBarrier>(static_cast<int>(Bf16GemmBarrier::kEpilogueWarpgroup0) + warpgroup);
+    store_rows_f32<T::kBlockN, T::kStoreBuffers>(target, smem.d[warpgroup], barrier, p.add_to_d, empty_sum, acc);
+  } else if (p.tma_store_d) {
     const int r_a = warpgroup * 64 + rows.row0, r_b = r_a + 8;  // rows within the block
     bool keep_a = block.group >= 0 && r_a < block.valid_rows, keep_b = block.group >= 0 && r_b < block.valid_rows;
     if (p.layout == GemmLayout::kMGroupedContiguous) {

@@ -21,14 +21,17 @@ void launch_bf16_gemm(const Bf16GemmParams& params_in, int num_sms, bool pdl, cu
            "the k-grouped layout runs its own instantiations, and only it");
   HK_CHECK((params.layout == GemmLayout::kMGroupedMasked) == T::kMasked,
            "the masked layout runs its own instantiations, and only it");
-  HK_CHECK(!kKGrouped || (params.ks != nullptr && params.output == Bf16GemmOutput::kFp32 && !params.tma_store_d &&
-                           params.c == nullptr),
+  HK_CHECK(!kKGrouped || (params.ks != nullptr && params.output == Bf16GemmOutput::kFp32 && params.c == nullptr),
            "the k-grouped BF16 GEMM takes the group sizes and FP32 D (holding C when there is one)");
   // The reduction path adds every stored row (no row-without-result selects): the layouts whose rows
   // all have a result.
-  HK_CHECK(!params.add_to_d || (params.output == Bf16GemmOutput::kFp32 && params.c == nullptr && !params.tma_store_d &&
+  HK_CHECK(!params.add_to_d || (params.output == Bf16GemmOutput::kFp32 && params.c == nullptr &&
                                 (params.layout == GemmLayout::kNormal || kKGrouped)),
            "adding into D is for FP32 D that already holds C, in the normal or k-grouped layout");
+  // The FP32 TMA path stores every row of a block: the layouts whose stored rows all have a result.
+  HK_CHECK(!params.tma_store_d || params.output != Bf16GemmOutput::kFp32 ||
+               params.layout == GemmLayout::kNormal || kKGrouped,
+           "FP32 D through TMA is for the normal and k-grouped layouts");
   HK_CHECK(params.layout != GemmLayout::kMGroupedContiguous || kBlockM <= 128,
            "contiguous segments are aligned to 128 rows: BLOCK_M must not exceed 128");
   HK_CHECK(params.k >= 1, "the BF16 GEMM kernel needs K >= 1 (K = 0 is D = C, handled by the op)");
