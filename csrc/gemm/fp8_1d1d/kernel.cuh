@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d1d_kernel(const __g
       if (num_kb == 0 && p.accumulate) continue;
       mma_1d1d_tile<T>(smem, st, warpgroup, rows, num_kb, total);
       // Decoded again rather than kept live across the mainloop: registers are at their limit.
-      store_1d1d_tile<T>(p, smem, warpgroup, rows, resolve_1d1d_tile<T>(p, m_block, n_block), total);
+      store_1d1d_tile<T>(p, smem, warpgroup, resolve_1d1d_tile<T>(p, m_block, n_block), total);
     }
     // Shared memory must stay valid until the last store has read it.
     if (threadIdx.x % 128 == 0) tma_store_wait_all();

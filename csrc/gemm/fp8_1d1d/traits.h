@@ -5,22 +5,17 @@
 
 #include "common/pipeline.cuh"
 #include "common/warp_specialization.cuh"
+#include "gemm/tile_store.h"
 
 namespace hopperkit::gemm {
 
 enum class Fp8Gemm1d1dRole { kMath, kProducer };
 
 // Named barriers of the math warpgroups (ids 1..15; 0 is __syncthreads). Each math warpgroup owns
-// its 64 rows of the D staging tile and synchronises only its own 128 threads: the barrier of
-// warpgroup w is the enumerator + w.
+// its D staging boxes and synchronises only its own 128 threads.
 enum class Fp8Gemm1d1dBarrier : int {
-  kDTileFree = 1,     // the previous tile's TMA store has finished reading the warpgroup's rows of smem D
-  kDTileWritten = 3,  // every thread of the warpgroup has written (and fenced) its fragment into smem D
+  kEpilogueWarpgroup0 = 1,  // + warpgroup: that warpgroup's D staging box is free / written
 };
-
-__device__ __forceinline__ Fp8Gemm1d1dBarrier warpgroup_barrier(Fp8Gemm1d1dBarrier b, int warpgroup) {
-  return static_cast<Fp8Gemm1d1dBarrier>(static_cast<int>(b) + warpgroup);
-}
 
 template <int kBlockM_, int kBlockN_>
 struct Fp8Gemm1d1dTraits {
@@ -30,23 +25,12 @@ struct Fp8Gemm1d1dTraits {
   // exactly where the scales change.
   static constexpr int kBlockK = 128;
   static_assert(kBlockM == 64 || kBlockM == 128, "each math warpgroup owns 64 rows (the wgmma M)");
-  // D is staged as 32-column (128-byte) chunks with the 128B swizzle: conflict-free float2 stores
-  // from the accumulator layout, one TMA box per chunk.
-  static_assert(kBlockN % 32 == 0 && kBlockN <= 256, "BLOCK_N must be a multiple of 32 (one 128-byte D chunk)");
-  static constexpr int kDChunks = kBlockN / 32;
+  // D leaves through 64-row × 32-column FP32 boxes (gemm/tile_store.cuh store_rows_f32).
+  static_assert(kBlockN % kStoreBoxColsF32 == 0 && kBlockN <= 256, "BLOCK_N must be a multiple of 32 (one FP32 box)");
 
   static constexpr int kMathWarpgroups = kBlockM / 64;
   static constexpr int kMathThreads = 128 * kMathWarpgroups;
   static constexpr int kThreads = kMathThreads + 128;  // + one producer warpgroup, the last one
-
-  // Per-warpgroup barrier ids: warpgroup w uses kDTileFree + w and kDTileWritten + w, so the two
-  // ranges must not meet, and both must stay below the 16 hardware barriers.
-  static_assert(static_cast<int>(Fp8Gemm1d1dBarrier::kDTileFree) >= 1, "barrier 0 is __syncthreads");
-  static_assert(static_cast<int>(Fp8Gemm1d1dBarrier::kDTileFree) + kMathWarpgroups <=
-                    static_cast<int>(Fp8Gemm1d1dBarrier::kDTileWritten),
-                "the kDTileFree ids of the math warpgroups run into kDTileWritten: move kDTileWritten up");
-  static_assert(static_cast<int>(Fp8Gemm1d1dBarrier::kDTileWritten) + kMathWarpgroups <= 16,
-                "the kDTileWritten ids of the math warpgroups pass barrier 15 (SM90 has 16 named barriers)");
 
   // Register budget (setmaxnreg, rule in common/warp_specialization.cuh). Math threads hold the wgmma
   // accumulator and the promoted FP32 totals (BLOCK_N/2 each) plus the BLOCK_N/4 B scales of the K
@@ -63,20 +47,24 @@ struct Fp8Gemm1d1dTraits {
   static constexpr int kSfaSlotFloats = (kBlockM + 31) / 32 * 32;  // TMA destinations are 128-byte aligned
   static constexpr int kSfbSlotFloats = (kBlockN + 31) / 32 * 32;
   static constexpr int kStageBytes = kBytesA + kBytesB + (kSfaSlotFloats + kSfbSlotFloats) * 4;
-  static constexpr int kBytesD = kBlockM * kBlockN * 4;
+  // D staging boxes per warpgroup, used in turn (store_rows_f32): two, so that writing one box
+  // overlaps the TMA reduction of the other, and the 32 KiB a 128-row tile saves against a box for
+  // every box of the tile buys a fifth stage. PERF: README.md "Epilogue".
+  static constexpr int kStoreBuffers = 2;
+  static constexpr int kBytesD = kMathWarpgroups * kStoreBuffers * kStoreBoxBytes;
 
-  // As many stages as fit next to the D staging tile and the barriers in the 227 KiB an SM90 CTA may
-  // use (minus the 1 KiB the kernel spends aligning the dynamic shared memory base): 4 at 128×128
-  // (64 KiB of D), 7 at 64×128.
+  // As many stages as fit next to the D staging boxes and the barriers in the 227 KiB an SM90 CTA may
+  // use (minus the 1 KiB the kernel spends aligning the dynamic shared memory base): 5 at 128×128
+  // (32 KiB of D boxes), 8 (the cap) at 64×128.
   static constexpr int kSmemBudget = 232448 - 1024 - 1024;
   static constexpr int kFitStages = (kSmemBudget - kBytesD) / kStageBytes;
   static constexpr int kStages = kFitStages > 8 ? 8 : kFitStages;
   static_assert(kStages >= 3, "fewer than 3 stages cannot hide TMA latency: shrink BLOCK_M/BLOCK_N");
 
   struct SharedStorage {
-    // D staging tile: [chunk][BLOCK_M rows × 32 floats], 128B swizzle (16-byte unit u of row r at
-    // u ^ (r % 8)). Not shared with the stages: the producer is already loading the next tile.
-    alignas(1024) float d[kDChunks][kBlockM * 32];
+    // D staging boxes of each warpgroup: [64 rows × 32 floats], 128B swizzle. Not shared with the
+    // stages: the producer is already loading the next tile.
+    alignas(1024) uint8_t d[kMathWarpgroups][kStoreBuffers * kStoreBoxBytes];
     alignas(1024) uint8_t a[kStages][kBytesA];  // [stage][BLOCK_M rows × 128 B], 128B swizzle
     alignas(1024) uint8_t b[kStages][kBytesB];  // [stage][BLOCK_N rows × 128 B], 128B swizzle
     alignas(128) float sfa[kStages][kSfaSlotFloats];
