@@ -1,5 +1,5 @@
-// Epilogue building block shared by the GEMM kernels: one math warpgroup's 64 rows of a BF16 output
-// tile, from wgmma accumulator fragments to global memory through shared memory and TMA.
+// Epilogue building blocks shared by the GEMM kernels: one math warpgroup's 64 rows of a BF16 or FP32
+// output tile, from wgmma accumulator fragments to global memory through shared memory and TMA.
 #pragma once
 
 #include <cute/arch/util.hpp>

@@ -1,6 +1,6 @@
-// Geometry of the TMA-stored BF16 output tiles (gemm/tile_store.cuh), shared with the host code that
-// builds the output tensor maps: boxes of 64 rows × 64 columns, 128 bytes of BF16 per row, the
-// widest row the 128B swizzle allows. One box is one math warpgroup's rows.
+// Geometry of the TMA-stored output tiles (gemm/tile_store.cuh), shared with the host code that
+// builds the output tensor maps: boxes of 64 rows × 128 bytes per row (64 BF16 or 32 FP32 columns),
+// the widest row the 128B swizzle allows. One box is one math warpgroup's rows.
 #pragma once
 
 namespace hopperkit::gemm {
