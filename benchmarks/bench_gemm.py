@@ -438,14 +438,20 @@ def _fp8_grouped_case(dev: torch.device, timer: Timer, layout: str, g: int, m: i
     return row
 
 
+def _mask4096_counts(g: int, expected: int, n: int, k: int) -> list[int]:
+    """masked_m of a mask4096 row: expected × U(0.7, 1.3) per group (at least 1), seeded by the shape, so
+    the FP8 and BF16 sections run the same counts."""
+    rnd = random.Random(zlib.crc32(repr(("mask4096", g, expected, n, k)).encode()))
+    return [max(1, int(expected * rnd.uniform(0.7, 1.3))) for _ in range(g)]
+
+
 def _fp8_masked_sparse_case(dev: torch.device, timer: Timer, g: int, expected: int, n: int, k: int) -> dict:
     """The masked GEMM with M_max = MASKED_SPARSE_M_MAX and masked_m[g] = expected × U(0.7, 1.3) (seeded).
     FLOPs and bytes count the valid rows only; D is checked on them only (the others are unspecified);
     cuBLAS×G multiplies each group's valid rows (rounded up to a multiple of 4, which it requires)."""
     kernel = _ops.use_kernel("m_grouped_fp8_gemm_nt_masked", dev)
     m_max = MASKED_SPARSE_M_MAX
-    rnd = random.Random(zlib.crc32(repr(("mask4096", g, expected, n, k)).encode()))
-    counts = [max(1, int(expected * rnd.uniform(0.7, 1.3))) for _ in range(g)]
+    counts = _mask4096_counts(g, expected, n, k)
     b = torch.randn(g, n, k, dtype=torch.bfloat16, device=dev)
     b_fp8, sfb = _quantize_groups(b)
     sb = cublas_sfb(sfb)
@@ -578,6 +584,20 @@ def _bf16_dense_case(dev: torch.device, timer: Timer, m: int, n: int, k: int) ->
     return row
 
 
+def _baseline_fields(timer: Timer, candidates: Sequence[tuple[str, Callable[[], object]]], flops: int, nbytes: int,
+                     hk_us: Optional[float]) -> dict:
+    """The baseline fields of a BF16 row: the first of ``candidates`` (name, call) that runs, timed like
+    hopperkit's call; if none runs, no time and the last one's error."""
+    name, refused = None, None
+    for name, fn in candidates:
+        _, refused = _try(fn)
+        if refused is None:
+            break
+    us = timer.baseline(fn) if refused is None else None
+    return {"baseline": name, "baseline_us": us, "baseline_tflops": tflops(flops, us), "baseline_gbs": gbs(nbytes, us),
+            "baseline_refused": refused, "ratio": ratio(us, hk_us)}
+
+
 def _bf16_grouped_case(dev: torch.device, timer: Timer, layout: str, g: int, m: int, n: int, k: int) -> dict:
     kernel = _ops.use_kernel(f"m_grouped_bf16_gemm_nt_{layout}", dev)
     grouped_mm = getattr(torch, "_grouped_mm", None)
@@ -615,11 +635,7 @@ def _bf16_grouped_case(dev: torch.device, timer: Timer, layout: str, g: int, m: 
     flops, nbytes = bf16_counts(g * m, n, k, groups=g)
     row = {"layout": layout, "groups": g, "m_per_group": m, "n": n, "k": k}
     row.update(_measure_hopperkit(timer, kernel, est, call, d, ref, flops, nbytes))
-    _, refused = _try(baseline)
-    base_us = timer.baseline(baseline) if refused is None else None
-    row.update({"baseline": base_name, "baseline_us": base_us, "baseline_tflops": tflops(flops, base_us),
-                "baseline_gbs": gbs(nbytes, base_us), "baseline_refused": refused,
-                "ratio": ratio(base_us, row["hk_us"])})
+    row.update(_baseline_fields(timer, [(base_name, baseline)], flops, nbytes, row["hk_us"]))
     return row
 
 
@@ -630,8 +646,7 @@ def _bf16_masked_sparse_case(dev: torch.device, timer: Timer, g: int, expected: 
     launch, offsets per group), or one ``torch.mm`` per group where it is missing or refuses."""
     kernel = _ops.use_kernel("m_grouped_bf16_gemm_nt_masked", dev)
     m_max = MASKED_SPARSE_M_MAX
-    rnd = random.Random(zlib.crc32(repr(("mask4096", g, expected, n, k)).encode()))
-    counts = [max(1, int(expected * rnd.uniform(0.7, 1.3))) for _ in range(g)]
+    counts = _mask4096_counts(g, expected, n, k)
     a = torch.randn(g, m_max, k, dtype=torch.bfloat16, device=dev)
     b = torch.randn(g, n, k, dtype=torch.bfloat16, device=dev)
     masked_m = torch.tensor(counts, dtype=torch.int32, device=dev)
@@ -656,18 +671,12 @@ def _bf16_masked_sparse_case(dev: torch.device, timer: Timer, g: int, expected: 
     def grouped():
         return grouped_mm(a_valid, b.transpose(1, 2), offs=offs)
 
-    baseline, base_name = per_group, "mm×G"
-    if grouped_mm is not None and _try(grouped)[1] is None:
-        baseline, base_name = grouped, "_grouped_mm"
     row = {"layout": "mask4096", "groups": g, "m_per_group": expected, "n": n, "k": k, "m_max": m_max,
            "masked_m": counts}
     row.update(_measure_hopperkit(timer, kernel, reference_seconds(valid, n, k, two_level=False), call, d, ref,
                                   flops, nbytes, rows))
-    _, refused = _try(baseline)
-    base_us = timer.baseline(baseline) if refused is None else None
-    row.update({"baseline": base_name, "baseline_us": base_us, "baseline_tflops": tflops(flops, base_us),
-                "baseline_gbs": gbs(nbytes, base_us), "baseline_refused": refused,
-                "ratio": ratio(base_us, row["hk_us"])})
+    candidates = ([("_grouped_mm", grouped)] if grouped_mm is not None else []) + [("mm×G", per_group)]
+    row.update(_baseline_fields(timer, candidates, flops, nbytes, row["hk_us"]))
     return row
 
 

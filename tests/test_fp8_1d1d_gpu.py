@@ -252,6 +252,18 @@ def _ks_tensor(device, ks):
     return torch.tensor(ks, dtype=torch.int32, device=device)
 
 
+def _check_k_grouped(name, d, a_parts, b_parts, a8, sfa, b8, sfb, ks, c0):
+    """Each group against the reference on the same quantized operands and the unquantized product; an
+    empty group must be C[g] exactly."""
+    reference = ref_gemm.k_grouped_fp8_gemm_nt_contiguous(a8, sfa, b8, sfb, ks, c0)
+    for g, kg in enumerate(ks):
+        if kg == 0:
+            assert torch.equal(d[g], c0[g]), f"{name}: empty group {g} must give D[g] = C[g]"
+            continue
+        unquantized = c0[g] + a_parts[g].float() @ b_parts[g].float().T
+        assert_fp8_gemm_close(f"{name} group {g} (K={kg})", d[g], unquantized, reference[g])
+
+
 def _run_k_grouped(device, m, n, ks, in_place, *key):
     a_parts, b_parts, (a8, sfa), (b8, sfb), c0 = _k_grouped_case(device, m, n, ks, *key)
     ks_tensor = torch.tensor(ks, dtype=torch.int32, device=device)
@@ -264,13 +276,7 @@ def _run_k_grouped(device, m, n, ks, in_place, *key):
     hopperkit.k_grouped_fp8_gemm_nt_contiguous((a8, sfa), (b8, sfb), d, ks, ks_tensor, c=c)
     if not in_place:
         assert torch.equal(c, c0), "C was modified (it is only read when it is not D)"
-    reference = ref_gemm.k_grouped_fp8_gemm_nt_contiguous(a8, sfa, b8, sfb, ks, c0)
-    for g, kg in enumerate(ks):
-        if kg == 0:
-            assert torch.equal(d[g], c0[g]), f"empty group {g}: D[g] must equal C[g]"
-            continue
-        unquantized = c0[g] + a_parts[g].float() @ b_parts[g].float().T
-        assert_fp8_gemm_close(f"k-grouped group {g} (K={kg}) M={m} N={n}", d[g], unquantized, reference[g])
+    _check_k_grouped(f"k-grouped M={m} N={n}", d, a_parts, b_parts, a8, sfa, b8, sfb, ks, c0)
     return d
 
 
@@ -372,13 +378,7 @@ def test_k_grouped_graph_replays_other_sizes(cuda, kernel_only):
         poison_(d)
         graph.replay()
         torch.cuda.synchronize()
-        reference = ref_gemm.k_grouped_fp8_gemm_nt_contiguous(a8, sfa, b8, sfb, ks, c_new)
-        for g, kg in enumerate(ks):
-            if kg == 0:
-                assert torch.equal(d[g], c_new[g]), f"replay {ks}: empty group {g} must give D[g] = C[g]"
-                continue
-            unquantized = c_new[g] + a_parts[g].float() @ b_parts[g].float().T
-            assert_fp8_gemm_close(f"replay {ks} group {g}", d[g], unquantized, reference[g])
+        _check_k_grouped(f"replay {ks}", d, a_parts, b_parts, a8, sfa, b8, sfb, ks, c_new)
 
 
 def test_k_grouped_device_sizes_out_of_contract(cuda, kernel_only):

@@ -114,13 +114,7 @@ def test_masked_256_row_tiles(monkeypatch, one_box_staging):
     monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", f"256,128,1,{one_box_staging}")
     g, n, k = 6, 576, 448
     counts = [0, 37, 128, 300, 256, 129]
-    m_max = max(counts) + 19
-    a, a_fp8, sfa, b, b_fp8, sfb = _masked_inputs(g, m_max, n, k, seed=4)
-    masked_m = torch.tensor(counts, dtype=torch.int32)
-    dead = _poison_masked_rows(a_fp8, sfa, masked_m)
-    d = poison_(torch.empty(g, m_max, n, dtype=torch.bfloat16, device="cuda"))
-    hopperkit.m_grouped_fp8_gemm_nt_masked((a_fp8, sfa), (b_fp8, sfb), d, masked_m.cuda(), 256)
-    _check_masked(d, a, a_fp8, sfa, b, b_fp8, sfb, masked_m, dead)
+    _run_masked(g, max(counts) + 19, n, k, counts, 256, seed=4)
 
 
 def _masked_inputs(g: int, m_max: int, n: int, k: int, seed: int = 0):
@@ -154,19 +148,24 @@ def _check_masked(d, a, a_fp8, sfa, b, b_fp8, sfb, masked_m, dead):
         _check_rows(f"group {e}", d[e, :c], a[e, :c], a_fp8[e, :c], sfa[e, :c], b[e], b_fp8[e], sfb[e])
 
 
+def _run_masked(g, m_max, n, k, counts, expected_m, seed=0):
+    """One masked call on fresh inputs whose dead rows (at or past masked_m) hold NaN, D NaN-poisoned,
+    checked by _check_masked."""
+    a, a_fp8, sfa, b, b_fp8, sfb = _masked_inputs(g, m_max, n, k, seed=seed)
+    masked_m = torch.tensor(counts, dtype=torch.int32)
+    dead = _poison_masked_rows(a_fp8, sfa, masked_m)
+    d = poison_(torch.empty(g, m_max, n, dtype=torch.bfloat16, device="cuda"))
+    hopperkit.m_grouped_fp8_gemm_nt_masked((a_fp8, sfa), (b_fp8, sfb), d, masked_m.cuda(), expected_m)
+    _check_masked(d, a, a_fp8, sfa, b, b_fp8, sfb, masked_m, dead)
+
+
 @pytest.mark.parametrize("n,k", NKS)
 @pytest.mark.parametrize("g,expected", [(32, 20), (6, 20), (32, 192), (6, 1024)])
 def test_masked(g, expected, n, k):
     rnd = random.Random(zlib.crc32(repr(("m", g, expected, n, k)).encode()))
     counts = [int(expected * rnd.uniform(0.7, 1.3)) for _ in range(g)]
     counts[0] = 0
-    m_max = max(counts) + 19
-    a, a_fp8, sfa, b, b_fp8, sfb = _masked_inputs(g, m_max, n, k)
-    masked_m = torch.tensor(counts, dtype=torch.int32)
-    dead = _poison_masked_rows(a_fp8, sfa, masked_m)
-    d = poison_(torch.empty(g, m_max, n, dtype=torch.bfloat16, device="cuda"))
-    hopperkit.m_grouped_fp8_gemm_nt_masked((a_fp8, sfa), (b_fp8, sfb), d, masked_m.cuda(), int(expected * 1.2))
-    _check_masked(d, a, a_fp8, sfa, b, b_fp8, sfb, masked_m, dead)
+    _run_masked(g, max(counts) + 19, n, k, counts, int(expected * 1.2))
 
 
 # The masked layout's own instantiations (BLOCK_M, BLOCK_N, cluster, one-box staging).
@@ -181,12 +180,7 @@ def test_masked_large_m_max_few_rows(monkeypatch, config):
     monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", config)
     g, m_max, n, k = 10, 4096, 520, 384
     counts = [0, 1, 17, 64, 65, 130, 255, 3, 2100, 4096]  # the last two span more than one band of M blocks
-    a, a_fp8, sfa, b, b_fp8, sfb = _masked_inputs(g, m_max, n, k, seed=5)
-    masked_m = torch.tensor(counts, dtype=torch.int32)
-    dead = _poison_masked_rows(a_fp8, sfa, masked_m)
-    d = poison_(torch.empty(g, m_max, n, dtype=torch.bfloat16, device="cuda"))
-    hopperkit.m_grouped_fp8_gemm_nt_masked((a_fp8, sfa), (b_fp8, sfb), d, masked_m.cuda(), 64)
-    _check_masked(d, a, a_fp8, sfa, b, b_fp8, sfb, masked_m, dead)
+    _run_masked(g, m_max, n, k, counts, 64, seed=5)
 
 
 @pytest.mark.parametrize("g,counts", [(3, [1, 0, 1]), (1, [1])])

@@ -194,8 +194,8 @@ void bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, const st
   set_output(p, d);
   if (c.has_value() && d.scalar_type() == at::kFloat) {
     // FP32 D: the tiles are added into D, which holds C (copied in first when C is another tensor),
-    // by reductions at L2, so the epilogue never waits for loads of C while the tensor cores idle;
-    // each element still gets one IEEE addition C + A·Bᵀ, so the result is the same bitwise.
+    // by TMA reduce-adds (set_tma_store; red.global.add where TMA cannot clip N), so the epilogue
+    // never waits for loads of C while the tensor cores idle.
     if (!in_place) d.copy_(*c);
     p.add_to_d = true;
   } else if (c.has_value()) {
@@ -345,7 +345,7 @@ void k_grouped_bf16_gemm_tn_contiguous(const at::Tensor& a, const at::Tensor& b,
   p.ldd_group = g > 1 ? d.stride(0) : 0;
   if (c.has_value()) {
     // As in the dense op: D holds C (copied in first when C is another tensor) and the tiles are
-    // added into it by reductions, one IEEE addition per element either way.
+    // added into it.
     if (!in_place) d.copy_(*c);
     p.add_to_d = true;
   }
