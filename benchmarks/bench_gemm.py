@@ -26,7 +26,10 @@ The dense section ends with what a decode row can reach after the same flush: ``
 each B's bytes, and a one-element op (the time between the events of a call that does nothing).
 
 Timing: CUDA events around the whole call (the Python wrapper included), 256 MB L2 flush before each
-timed call (``hopperkit.testing.bench``), median. Ratio = baseline time / hopperkit time (> 1: hopperkit
+timed call (``hopperkit.testing.bench``), median. ``--flush zero`` (the default, DeepGEMM's benchmark
+flush) overwrites the buffer and leaves L2 full of dirty lines whose write-back the next kernel pays
+for; ``--flush read`` reads it and leaves clean lines, as a decode GEMM finds L2 after the previous
+layer's weight reads. Ratio = baseline time / hopperkit time (> 1: hopperkit
 faster); geomeans over the M = 4096 rows and over all rows.
 
 Counts: FLOPs = 2·M·N·K (grouped: M = Σ rows). Bytes: every tensor the call reads or writes, once:
@@ -56,7 +59,7 @@ import torch
 
 import hopperkit
 from hopperkit import _ops
-from hopperkit.testing import bench, calc_diff, poison_
+from hopperkit.testing import FLUSH_MODES, bench, calc_diff, poison_
 
 SECTIONS = ("dense", "grouped", "wgrad", "bf16")
 
@@ -224,23 +227,24 @@ def _try(fn: Callable[[], object]) -> tuple[Optional[object], Optional[str]]:
 class Timer:
     """Times hopperkit calls (kernel or reference path) and baselines with one policy per run."""
 
-    def __init__(self, quick: bool):
+    def __init__(self, quick: bool, flush_mode: str = "zero"):
         self.quick = quick
+        self.flush_mode = flush_mode
         self.iters = 20 if quick else 30
         self.ref_cap_s = 1.0 if quick else 3.0  # skip a reference call estimated above this
         self.ref_budget_s = 0.5 if quick else 2.0  # time spent per reference-path shape
 
     def baseline(self, fn: Callable[[], object]) -> float:
-        return bench(fn, warmup=5, iters=self.iters)["median_us"]
+        return bench(fn, warmup=5, iters=self.iters, flush_mode=self.flush_mode)["median_us"]
 
     def hopperkit(self, fn: Callable[[], object], kernel: bool, est_s: float) -> tuple[Optional[float], int]:
         """(median µs or None when skipped, iterations)."""
         if kernel:
-            return bench(fn, warmup=5, iters=self.iters)["median_us"], self.iters
+            return bench(fn, warmup=5, iters=self.iters, flush_mode=self.flush_mode)["median_us"], self.iters
         if est_s > self.ref_cap_s:
             return None, 0
         iters = max(3, min(10, int(self.ref_budget_s / max(est_s, 1e-6))))
-        return bench(fn, warmup=1, iters=iters)["median_us"], iters
+        return bench(fn, warmup=1, iters=iters, flush_mode=self.flush_mode)["median_us"], iters
 
     def skip_reference(self, kernel: bool, est_s: float) -> bool:
         return not kernel and est_s > self.ref_cap_s
@@ -334,8 +338,9 @@ def run_dense(dev: torch.device, timer: Timer) -> list[dict]:
 
 def run_read_floor(dev: torch.device, timer: Timer) -> dict:
     """What the decode rows are measured against: a plain read of each B's bytes (``torch.sum`` over
-    them) and a one-element op, both timed like the GEMMs (same flush, same events). The flush zeroes
-    256 MB, which leaves L2 full of dirty lines that are written back while the next kernel reads."""
+    them) and a one-element op, both timed like the GEMMs (same flush, same events). The zeroing flush
+    leaves L2 full of dirty lines that are written back while the next kernel reads; the reading
+    flush leaves clean ones (``hopperkit.testing.L2Flusher``)."""
     def read_us(n: int, k: int) -> float:
         buf = torch.rand(n * k // 4, dtype=torch.float32, device=dev)  # the bytes of B [N, K] in FP8
         return timer.baseline(lambda: buf.sum())
@@ -840,6 +845,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a few representative shapes per section (< ~1 min)")
     ap.add_argument("--json", help="write every number here")
+    ap.add_argument("--flush", choices=FLUSH_MODES, default="zero",
+                    help="how L2 is flushed before each timed call: zero (overwrite 256 MB, DeepGEMM's way; leaves "
+                         "dirty lines) or read (read 256 MB; leaves clean lines). Default: zero")
     ap.add_argument("--only", action="append", choices=SECTIONS,
                     help="run only this section (repeatable); default: all")
     args = ap.parse_args(argv)
@@ -859,7 +867,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     dev = torch.device("cuda", torch.cuda.current_device())
     props = torch.cuda.get_device_properties(dev)
     torch.manual_seed(0)
-    timer = Timer(args.quick)
+    timer = Timer(args.quick, args.flush)
     ops = {
         "dense": ["fp8_gemm_nt"],
         "grouped": ["m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked"],
@@ -868,7 +876,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     }
     paths = {op: _path(op, dev) for s in args.sections for op in ops[s]}
     refs = [op for op, p in paths.items() if p == "reference"]
-    print(f"{props.name}, {props.multi_processor_count} SMs; torch {torch.__version__}; paths: "
+    print(f"{props.name}, {props.multi_processor_count} SMs; torch {torch.__version__}; L2 flush: {args.flush}; paths: "
           + ", ".join(f"{op}: {p}" for op, p in paths.items()))
     if refs:
         print(f"reference path (no kernel yet) for {', '.join(refs)}: timed with 3-10 iterations; shapes whose "
@@ -876,7 +884,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     started = time.time()
     results: dict = {"device": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
-                     "cuda": torch.version.cuda, "quick": args.quick, "sections": list(args.sections),
+                     "cuda": torch.version.cuda, "quick": args.quick, "flush": args.flush, "sections": list(args.sections),
                      "paths": paths}
     failures: list[str] = []
     if "dense" in args.sections:
@@ -906,8 +914,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("* cuBLAS blockwise refused the shape (expected for N % 128 != 0; the error is in the JSON's "
               "blockwise_refused): per-tensor FP8 torch._scaled_mm on the same bytes, a coarser and faster recipe")
         floor = results["read_floor"]
-        print("\nwhat a decode row can reach after the same L2 flush (zero_ of 256 MB, which leaves dirty lines to "
-              "write back): torch.sum over B's bytes, and a one-element op")
+        how = ("zero_ of 256 MB, which leaves dirty lines to write back" if args.flush == "zero"
+               else "a read of 256 MB, which leaves clean lines")
+        print(f"\nwhat a decode row can reach after the same L2 flush ({how}): torch.sum over B's bytes, and a "
+              "one-element op")
         print("     N      K |   B MB |     µs    GB/s")
         for r in floor["reads"]:
             print(f"{r['n']:>6} {r['k']:>6} | {r['mb']:>6.1f} | {r['us']:>6.1f} {fmt(r['gbs'], '.0f', 7)}")

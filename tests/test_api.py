@@ -11,7 +11,7 @@ import torch
 import hopperkit as hk
 from hopperkit.reference import gemm as gemm_ref
 from hopperkit.reference import mla as mla_ref
-from hopperkit.testing import assert_close, calc_diff, paged_decode_inputs, poison_
+from hopperkit.testing import L2Flusher, assert_close, calc_diff, paged_decode_inputs, poison_
 
 
 @pytest.fixture(params=[pytest.param("cpu"), pytest.param("cuda", marks=pytest.mark.gpu)])
@@ -422,3 +422,24 @@ def test_mla_fast_lane_uses_the_op_and_checks_the_head_layout(fake_kernel_path):
     with pytest.raises(ValueError, match="hopperkit: tile_scheduler_metadata must be"):
         hk.flash_mla_with_kvcache(q, k_cache, block_table, seqlens, 512, tsm_other, ns_other, causal=True)
     assert len(calls) == 1
+
+
+def test_l2_flusher_rejects_an_unknown_mode():
+    """The benchmarks' flush mode is checked before the buffer is allocated (CPU-only machines too)."""
+    with pytest.raises(ValueError, match="flush mode"):
+        L2Flusher(mode="clean")
+
+
+@pytest.mark.gpu
+def test_l2_flusher_modes(cuda):
+    """Mode "zero" overwrites the flush buffer; "read" only reads it (the buffer keeps its contents)."""
+    reading = L2Flusher(nbytes=64 << 20, device=cuda, mode="read")
+    reading.buf.uniform_()
+    before = reading.buf.clone()
+    reading()
+    torch.cuda.synchronize()
+    assert torch.equal(reading.buf, before)
+    assert torch.isclose(reading.sink, before.sum(), rtol=1e-4).item()
+    zeroing = L2Flusher(nbytes=64 << 20, device=cuda, mode="zero")
+    zeroing()
+    assert int(torch.count_nonzero(zeroing.buf)) == 0

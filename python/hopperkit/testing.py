@@ -22,7 +22,7 @@ from typing import Callable, Optional
 import torch
 
 __all__ = ["calc_diff", "cos_diff", "assert_close", "poison_", "seeded_generator", "block_scaled_randn",
-           "assert_fp8_gemm_close", "capture_graph", "paged_decode_inputs", "bench", "L2Flusher"]
+           "assert_fp8_gemm_close", "capture_graph", "paged_decode_inputs", "bench", "L2Flusher", "FLUSH_MODES"]
 
 FP8_QUANT_TOL = 1e-3  # calc_diff vs the product of the unquantized inputs (quantization error included)
 FP8_REF_TOL = 1e-5  # calc_diff vs hopperkit.reference on the same quantized operands
@@ -186,14 +186,33 @@ def paged_decode_inputs(
     return q.to(device), k_cache.to(device), block_table.to(device)
 
 
-class L2Flusher:
-    """Overwrites a buffer larger than L2 so that the next kernel reads its inputs from HBM."""
+FLUSH_MODES = ("zero", "read")
 
-    def __init__(self, nbytes: int = 256 << 20, device: Optional[torch.device] = None):
-        self.buf = torch.empty(nbytes // 4, dtype=torch.int32, device=device or "cuda")
+
+class L2Flusher:
+    """Streams a buffer larger than L2 through it so that the next kernel reads its inputs from HBM.
+
+    ``mode="zero"`` overwrites the buffer (DeepGEMM's and FlashMLA's benchmarks flush this way): L2 is
+    left full of dirty lines, and their write-back (up to the 60 MB of an H200's L2) competes with the
+    next kernel's reads (on an H200, a ``torch.sum`` over 117 MB reads at 2715 GB/s after it and at 3231
+    GB/s after a reading flush).
+    ``mode="read"`` reads the buffer instead: L2 is left full of clean lines of an unrelated tensor,
+    which is what a hardware flush (write back, then invalidate) leaves and what a decode GEMM finds
+    after the previous layer's weight reads. Neither holds any of the timed kernel's data.
+    """
+
+    def __init__(self, nbytes: int = 256 << 20, device: Optional[torch.device] = None, mode: str = "zero"):
+        if mode not in FLUSH_MODES:
+            raise ValueError(f"hopperkit: flush mode must be one of {FLUSH_MODES}, got {mode!r}")
+        self.mode = mode
+        self.buf = torch.ones(nbytes // 4, dtype=torch.float32, device=device or "cuda")
+        self.sink = torch.empty((), dtype=torch.float32, device=self.buf.device)
 
     def __call__(self) -> None:
-        self.buf.zero_()
+        if self.mode == "zero":
+            self.buf.zero_()
+        else:
+            torch.sum(self.buf, dim=0, out=self.sink)
 
 
 def bench(
@@ -201,13 +220,15 @@ def bench(
     warmup: int = 5,
     iters: int = 30,
     flush_l2: bool = True,
+    flush_mode: str = "zero",
 ) -> dict:
     """Median / min / mean time of ``fn()`` in microseconds, CUDA events around each call.
 
-    With ``flush_l2`` a 256 MB buffer is zeroed before every timed call (outside the events), so
-    each call starts with a cold L2 like a real decode step or layer does.
+    With ``flush_l2`` a 256 MB buffer goes through L2 before every timed call (outside the events), so
+    each call starts with none of its data in L2, like a real decode step or layer does;
+    ``flush_mode`` says how (``L2Flusher``: "zero" leaves dirty lines, "read" clean ones).
     """
-    flush = L2Flusher() if flush_l2 else None
+    flush = L2Flusher(mode=flush_mode) if flush_l2 else None
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
