@@ -293,6 +293,11 @@ def test_repeatable_bitwise(cuda, m, n, k, recipe):
     (256, 4096, 7168, "128,128,1", 3),  # several M blocks, uneven K split (56 blocks: 19 + 19 + 18)
     (64, 2112, 7168, "64,128,1", 16),  # the most splits, a ragged N tile
     (7, 576, 320, "64,64,1", 3),  # K not a multiple of 128, M far below the tile
+    # The fixup reads the partials in batches of 128 / (floats per thread) splits: a batch of 4
+    # with a tail of 2, of 4 with a tail of 1, and batches of one split (256-row tile).
+    (64, 2112, 7168, "64,64,1", 6),
+    (100, 4096, 2048, "128,64,1", 5),
+    (256, 1024, 7168, "256,128,1", 2),
 ])
 def test_split_k_forced(cuda, monkeypatch, m, n, k, config, splits):
     """Split-K with its in-kernel fixup, forced on shapes the heuristic would tile differently."""

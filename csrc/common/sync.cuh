@@ -53,21 +53,32 @@ __device__ __forceinline__ void cluster_sync() {
 
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
-// One arrival of `count` on a counter in global memory that needs no zeroing before a launch: the
-// word holds (epoch << 8) | arrivals, and a word of another epoch (a previous call's, or whatever
-// the workspace held) counts as no arrival. Returns true for the last arrival, which leaves the word
-// 0, so a CUDA graph that replays the same epoch always finds it clean. The host hands every launch
-// a fresh nonzero 56-bit epoch; `count` < 256. Callers fence their own global writes before it.
-__device__ __forceinline__ bool epoch_counter_arrive(unsigned long long* word, unsigned long long epoch, int count) {
-  unsigned long long seen = *reinterpret_cast<volatile unsigned long long*>(word);
-  while (true) {
-    const int arrived = (seen >> 8) == epoch ? static_cast<int>(seen & 0xff) : 0;
-    const bool last = arrived + 1 == count;
-    const unsigned long long next = last ? 0ull : (epoch << 8) | static_cast<unsigned long long>(arrived + 1);
-    const unsigned long long prev = atomicCAS(word, seen, next);
-    if (prev == seen) return last;
-    seen = prev;
+// One arrival of `count` at a rendezvous in global memory that needs no zeroing before a launch:
+// arrival `index` stores `epoch` into its own flag `flags[index]`, then reads all `count` flags, and
+// returns true when every one holds `epoch`. Flags of another epoch (an earlier call's, or whatever
+// the workspace held) count as no arrival. The fence between the store and the loads is
+// sequentially consistent (membar.gl = fence.sc.gpu), so of arrivals that race, the last to store
+// sees every flag: at least one arrival returns true, and more than one may (each must then do the
+// same, idempotent, work). A true return clears the flags, so a CUDA graph that replays one epoch
+// finds them clean; the clear cannot hide a flag from an arrival still checking, because every
+// arrival has stored by then. The host hands every launch a fresh nonzero epoch. Callers fence
+// their own global writes before it, and after it before reading what the others wrote.
+// PERF (H200): against one counter word updated by compare-and-swap, whose racing arrivals retry
+// one L2 round trip each, see gemm/fp8_1d2d/README.md "Split-K".
+__device__ __forceinline__ bool epoch_flags_arrive(unsigned long long* flags, int index, int count,
+                                                   unsigned long long epoch) {
+  volatile unsigned long long* f = flags;
+  f[index] = epoch;
+  __threadfence();
+  bool all = true;
+  // ptxas unrolls this loop and issues its loads back to back. A hand-unrolled batch of loads moved
+  // the FP8 GEMM mainloop's wgmma descriptors off the uniform datapath (an R2UR before every wgmma;
+  // 128×7168×16384 ran 38 → 44 µs).
+  for (int i = 0; i < count; ++i) all &= f[i] == epoch;
+  if (all) {
+    for (int i = 0; i < count; ++i) f[i] = 0;
   }
+  return all;
 }
 
 }  // namespace hopperkit

@@ -133,12 +133,13 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
   at::Tensor split_workspace;
   if (config.k_splits > 1) {
     // Per call (caching allocator), so concurrent GEMMs on other streams never share it. The
-    // counters need no zeroing: a fresh epoch per launch (epoch_counter_arrive).
+    // flags (one 8-byte word per unit, after the partials) need no zeroing: a fresh epoch per
+    // launch (epoch_flags_arrive).
     const int64_t partials = tiles * config.k_splits * config.block_m * config.block_n;
-    split_workspace = at::empty({partials + 2 * tiles}, a.options().dtype(at::kFloat));
+    split_workspace = at::empty({partials + 2 * tiles * config.k_splits}, a.options().dtype(at::kFloat));
     p.k_splits = config.k_splits;
     p.split_workspace = split_workspace.data_ptr<float>();
-    p.split_counters = reinterpret_cast<unsigned long long*>(p.split_workspace + partials);
+    p.split_flags = reinterpret_cast<unsigned long long*>(p.split_workspace + partials);
     p.split_epoch = next_launch_epoch();
   }
   set_a_2d(p, a, sfa, config.block_m);

@@ -52,7 +52,10 @@ __device__ __forceinline__ bool split_k_fixup(const Fp8Gemm1d2dParams& p, typena
   }
   __threadfence();  // the partial is visible device-wide before the count says so
   named_barrier_sync(Fp8GemmBarrier::kSplitPartialsWritten, T::kMathThreads);
-  if (thread == 0) smem.split_is_last = epoch_counter_arrive(p.split_counters + tile, p.split_epoch, p.k_splits);
+  if (thread == 0) {
+    smem.split_is_last =
+        epoch_flags_arrive(p.split_flags + static_cast<int64_t>(tile) * p.k_splits, split, p.k_splits, p.split_epoch);
+  }
   named_barrier_sync(Fp8GemmBarrier::kSplitPartialsWritten, T::kMathThreads);
   if (!smem.split_is_last) return false;
   __threadfence();
@@ -61,12 +64,44 @@ __device__ __forceinline__ bool split_k_fixup(const Fp8Gemm1d2dParams& p, typena
 #pragma unroll
     for (int i = 0; i < kWaveFrag; ++i) total[w][i] = 0.0f;
   }
-  for (int s = 0; s < p.k_splits; ++s) {
-    const float* part = tile_ws + static_cast<int64_t>(s) * kFrag * T::kMathThreads + thread;
+  // The partials of narrow tiles (the decode-sized ones, 32 floats per thread) are read two splits
+  // at a time, every load of a batch issued before its first add: a loop that reads one split and
+  // adds it before the next split's loads waits one L2 round trip per split, on the critical path
+  // of every decode-sized call. The adds keep split order, so the sum does not depend on the
+  // batching. Larger batches spill (ptxas: four 32-float fragments next to the two accumulator sets
+  // of mma_tile_overlapped, two 64-float fragments at 128×128 and 64×128), so wider fragments read
+  // split by split.
+  constexpr int kSplitBatch = kFrag <= 32 ? 64 / kFrag : 1;
+  if constexpr (kSplitBatch == 1) {
+    for (int s = 0; s < p.k_splits; ++s) {
+      const float* part = tile_ws + static_cast<int64_t>(s) * kFrag * T::kMathThreads + thread;
 #pragma unroll
-    for (int w = 0; w < T::kWaves; ++w) {
+      for (int w = 0; w < T::kWaves; ++w) {
 #pragma unroll
-      for (int i = 0; i < kWaveFrag; ++i) total[w][i] += __ldcg(part + (w * kWaveFrag + i) * T::kMathThreads);
+        for (int i = 0; i < kWaveFrag; ++i) total[w][i] += __ldcg(part + (w * kWaveFrag + i) * T::kMathThreads);
+      }
+    }
+  } else {
+    for (int s0 = 0; s0 < p.k_splits; s0 += kSplitBatch) {
+      float part[kSplitBatch][kFrag];
+#pragma unroll
+      for (int b = 0; b < kSplitBatch; ++b) {
+        if (s0 + b < p.k_splits) {
+          const float* src = tile_ws + static_cast<int64_t>(s0 + b) * kFrag * T::kMathThreads + thread;
+#pragma unroll
+          for (int i = 0; i < kFrag; ++i) part[b][i] = __ldcg(src + i * T::kMathThreads);
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kSplitBatch; ++b) {
+        if (s0 + b < p.k_splits) {
+#pragma unroll
+          for (int w = 0; w < T::kWaves; ++w) {
+#pragma unroll
+            for (int i = 0; i < kWaveFrag; ++i) total[w][i] += part[b][w * kWaveFrag + i];
+          }
+        }
+      }
     }
   }
   return true;

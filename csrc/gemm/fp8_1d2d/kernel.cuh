@@ -84,9 +84,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
       const int group = __shfl_sync(0xffffffffu, resolve_m_block<T::kBlockM>(p, m_block).group, 0);
       if (group < 0 && p.layout == GemmLayout::kMGroupedMasked) continue;
       const int kb_begin = scheduler.split_of(unit) * k_blocks_per_split;
+      const int kb_end = min(num_k_blocks, kb_begin + k_blocks_per_split);
       if (group >= 0) {
-        mma_tile<T>(smem, st, warpgroup, rows, n_block, kb_begin, min(num_k_blocks, kb_begin + k_blocks_per_split),
-                    total);
+        mma_tile<T>(smem, st, warpgroup, rows, n_block, kb_begin, kb_end, total);
       } else {
 #pragma unroll
         for (int w = 0; w < T::kWaves; ++w) {

@@ -24,7 +24,7 @@ void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params_in, int num_sms, bool 
   HK_CHECK(kBlockM <= 128 || params.layout != GemmLayout::kMGroupedContiguous,
            "256-row tiles are not for the contiguous layout");
   HK_CHECK(params.k_splits == 1 || (kClusterM == 1 && params.layout == GemmLayout::kNormal &&
-                                    params.split_workspace != nullptr && params.split_counters != nullptr &&
+                                    params.split_workspace != nullptr && params.split_flags != nullptr &&
                                     params.split_epoch != 0 && params.split_epoch < (1ull << 56) && params.k_splits < 256),
            "split-K needs the normal layout, no cluster, a workspace, an epoch and fewer than 256 splits");
   HK_CHECK(params.a_box_rows >= 8 && params.a_box_rows <= kBlockM && params.a_box_rows % 8 == 0,

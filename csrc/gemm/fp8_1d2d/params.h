@@ -27,11 +27,11 @@ struct Fp8Gemm1d2dParams : GemmProblem {
   int sfa_rows_per_group = 0;  // masked: SFA TMA rows per group (⌈K/128⌉)
 
   // Split-K (normal layout, decode-sized M): each tile's K blocks are divided among k_splits CTAs.
-  // Each writes its FP32 partial to `split_workspace` and arrives on the tile's counter
-  // (common/sync.cuh, epoch_counter_arrive: no zeroing before the launch); the last to arrive sums
-  // the partials in split order and stores D.
-  float* split_workspace = nullptr;              // [tiles · k_splits · BLOCK_M · BLOCK_N]
-  unsigned long long* split_counters = nullptr;  // [tiles], any contents
+  // Each writes its FP32 partial to `split_workspace` and raises its flag in the tile's row of
+  // `split_flags` (common/sync.cuh, epoch_flags_arrive: no zeroing before the launch); a unit that
+  // finds every flag of its tile raised sums the partials in split order and stores D.
+  float* split_workspace = nullptr;           // [tiles · k_splits · BLOCK_M · BLOCK_N]
+  unsigned long long* split_flags = nullptr;  // [tiles · k_splits], any contents
   unsigned long long split_epoch = 0;            // nonzero, < 2^56, fresh for every launch
 };
 
