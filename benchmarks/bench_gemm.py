@@ -59,7 +59,7 @@ import torch
 
 import hopperkit
 from hopperkit import _ops
-from hopperkit.testing import FLUSH_MODES, bench, calc_diff, poison_
+from hopperkit.testing import FLUSH_MODES, bench, calc_diff, poison_, warm_up_gpu
 
 SECTIONS = ("dense", "grouped", "wgrad", "bf16")
 
@@ -882,6 +882,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"reference path (no kernel yet) for {', '.join(refs)}: timed with 3-10 iterations; shapes whose "
               f"reference call is estimated above {timer.ref_cap_s:g} s show —")
 
+    warm_up_gpu(device=dev)
     started = time.time()
     results: dict = {"device": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
                      "cuda": torch.version.cuda, "quick": args.quick, "flush": args.flush, "sections": list(args.sections),

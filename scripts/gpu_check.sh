@@ -8,7 +8,8 @@
 # wheel, or a wheel file carried in .whl/ (unpacked, not pip-installed: only its headers are needed).
 # Environment: MAX_JOBS (default: all cores), HOPPERKIT_BENCH=0 skips the benchmark, =full runs the
 # full MLA and GEMM shape lists instead of the quick ones,
-# HOPPERKIT_SKIP_BUILD=1 reuses the extension already built in the tree.
+# HOPPERKIT_SKIP_BUILD=1 reuses the extension already built in the tree (python/hopperkit/_C*.so,
+# e.g. built on another machine and carried), and then needs no CUTLASS.
 set -uo pipefail
 
 LOG=${1:?usage: scripts/gpu_check.sh LOGDIR [pytest args...]}
@@ -26,19 +27,19 @@ SUMMARY="$LOG/summary.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv 2>&1 | tee "$SUMMARY"
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())" | tee -a "$SUMMARY"
 
-step "CUTLASS"
-if [ -z "${CUTLASS_HOME:-}" ] && ! python3 -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('cutlass_library') is None)"; then
-  whl=$(ls .whl/nvidia_cutlass-*.whl 2>/dev/null | head -n 1)
-  if [ -z "$whl" ]; then
-    echo "no CUTLASS: set CUTLASS_HOME, install nvidia-cutlass, or carry the wheel in .whl/"; exit 2
-  fi
-  rm -rf /tmp/hopperkit-cutlass && mkdir -p /tmp/hopperkit-cutlass
-  python3 -m zipfile -e "$whl" /tmp/hopperkit-cutlass
-  export CUTLASS_HOME=/tmp/hopperkit-cutlass/cutlass_library/source
-fi
-echo "CUTLASS_HOME=${CUTLASS_HOME:-<nvidia-cutlass wheel>}"
-
 if [ "${HOPPERKIT_SKIP_BUILD:-0}" != "1" ]; then
+  step "CUTLASS"
+  if [ -z "${CUTLASS_HOME:-}" ] && ! python3 -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('cutlass_library') is None)"; then
+    whl=$(ls .whl/nvidia_cutlass-*.whl 2>/dev/null | head -n 1)
+    if [ -z "$whl" ]; then
+      echo "no CUTLASS: set CUTLASS_HOME, install nvidia-cutlass, or carry the wheel in .whl/"; exit 2
+    fi
+    rm -rf /tmp/hopperkit-cutlass && mkdir -p /tmp/hopperkit-cutlass
+    python3 -m zipfile -e "$whl" /tmp/hopperkit-cutlass
+    export CUTLASS_HOME=/tmp/hopperkit-cutlass/cutlass_library/source
+  fi
+  echo "CUTLASS_HOME=${CUTLASS_HOME:-<nvidia-cutlass wheel>}"
+
   step "build"
   # The image's default CXX links libstdc++ statically into extensions, and a second libstdc++ in
   # the process crashes on iostream/locale use: build with the system compiler.
@@ -54,6 +55,9 @@ if [ "${HOPPERKIT_SKIP_BUILD:-0}" != "1" ]; then
     echo "ptxas reports spills or local memory (above)"; status=1
   fi
 fi
+
+# A reused build is imported from the tree (nothing was installed).
+[ "${HOPPERKIT_SKIP_BUILD:-0}" = "1" ] && export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 
 step "build check"
 so=$(ls python/hopperkit/_C*.so | head -n 1)

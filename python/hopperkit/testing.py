@@ -10,7 +10,8 @@
   ``assert_fp8_gemm_close``: DESIGN.md's FP8 GEMM contract on one output.
 - ``capture_graph``: a CUDA graph of one call, warmed up on a side stream first.
 - ``paged_decode_inputs``: random MLA decode inputs over a paged cache, with NaN in unused slots.
-- ``bench``: CUDA-event timing with an L2 flush before every timed call.
+- ``bench``: CUDA-event timing with an L2 flush before every timed call; ``warm_up_gpu`` first brings
+  an idle GPU to its working clock.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Callable, Optional
 import torch
 
 __all__ = ["calc_diff", "cos_diff", "assert_close", "poison_", "seeded_generator", "block_scaled_randn",
-           "assert_fp8_gemm_close", "capture_graph", "paged_decode_inputs", "bench", "L2Flusher", "FLUSH_MODES"]
+           "assert_fp8_gemm_close", "capture_graph", "paged_decode_inputs", "bench", "L2Flusher", "FLUSH_MODES", "warm_up_gpu"]
 
 FP8_QUANT_TOL = 1e-3  # calc_diff vs the product of the unquantized inputs (quantization error included)
 FP8_REF_TOL = 1e-5  # calc_diff vs hopperkit.reference on the same quantized operands
@@ -213,6 +214,27 @@ class L2Flusher:
             self.buf.zero_()
         else:
             torch.sum(self.buf, dim=0, out=self.sink)
+
+
+def warm_up_gpu(seconds: float = 0.5, device: Optional[torch.device] = None) -> None:
+    """Keeps the GPU busy with matrix products for about ``seconds`` before anything is timed.
+
+    An idle H200 sits at its lowest clock (345 MHz) and takes a while under load to reach its boost
+    clock; without this, the first shapes of a benchmark are timed on the way up (on an H200, the
+    first (N, K) pair of bench_gemm.py's decode rows came out 1.5-2.5x slower than in a later pass).
+    """
+    x = torch.randn(4096, 4096, dtype=torch.bfloat16, device=device or "cuda")
+    torch.cuda.synchronize()
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    elapsed = 0.0
+    while elapsed < seconds:
+        for _ in range(10):
+            x @ x
+        end.record()
+        end.synchronize()
+        elapsed = start.elapsed_time(end) / 1e3
 
 
 def bench(
