@@ -72,8 +72,8 @@ __device__ __forceinline__ bool epoch_flags_arrive(unsigned long long* flags, in
   __threadfence();
   bool all = true;
   // ptxas unrolls this loop and issues its loads back to back. A hand-unrolled batch of loads moved
-  // the FP8 GEMM mainloop's wgmma descriptors off the uniform datapath (an R2UR before every wgmma;
-  // 128×7168×16384 ran 38 → 44 µs).
+  // the FP8 GEMM mainloop's wgmma descriptors off the uniform datapath (an R2UR before every wgmma
+  // in the SASS; gemm/fp8_1d2d/README.md "Split-K").
   for (int i = 0; i < count; ++i) all &= f[i] == epoch;
   if (all) {
     for (int i = 0; i < count; ++i) f[i] = 0;

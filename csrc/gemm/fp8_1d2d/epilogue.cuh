@@ -68,9 +68,8 @@ __device__ __forceinline__ bool split_k_fixup(const Fp8Gemm1d2dParams& p, typena
   // at a time, every load of a batch issued before its first add: a loop that reads one split and
   // adds it before the next split's loads waits one L2 round trip per split, on the critical path
   // of every decode-sized call. The adds keep split order, so the sum does not depend on the
-  // batching. Larger batches spill (ptxas: four 32-float fragments next to the two accumulator sets
-  // of mma_tile_overlapped, two 64-float fragments at 128×128 and 64×128), so wider fragments read
-  // split by split.
+  // batching. A batch of two 64-float fragments spills (ptxas, 128×128 and 64×128), so wider
+  // fragments are read split by split.
   constexpr int kSplitBatch = kFrag <= 32 ? 64 / kFrag : 1;
   if constexpr (kSplitBatch == 1) {
     for (int s = 0; s < p.k_splits; ++s) {
