@@ -32,7 +32,7 @@ import hopperkit
 from hopperkit import _ops
 from hopperkit.reference import mla as mla_ref
 from hopperkit.reference import scheduler as sched
-from hopperkit.testing import bench
+from hopperkit.testing import bench, warm_up_gpu
 
 BF16_PEAK_TFLOPS = 989.0
 
@@ -153,6 +153,7 @@ def main() -> int:
         print("bench_mla: needs a CUDA device", file=sys.stderr)
         return 2
     dev = torch.device("cuda")
+    warm_up_gpu(device=dev)
     props = torch.cuda.get_device_properties(dev)
     bw = copy_bandwidth_gbs()
     path = "kernel" if _ops.use_kernel("flash_mla_with_kvcache", dev) else "reference (no decode kernel yet)"

@@ -18,7 +18,7 @@ import torch
 from hopperkit import _ops
 from hopperkit.reference import layout as layout_ref
 from hopperkit.reference import quant as quant_ref
-from hopperkit.testing import bench
+from hopperkit.testing import bench, warm_up_gpu
 
 FULL_SHAPES = [(128, 7168), (4096, 7168), (4096, 16384), (16384, 7168), (7168, 2048), (2048, 7168), (4097, 200)]
 QUICK_SHAPES = [(4096, 7168), (128, 7168), (4096, 16384)]
@@ -43,6 +43,7 @@ def main() -> None:
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     assert _ops.use_kernel("per_token_cast_to_fp8", torch.device("cuda")), "needs an SM90 GPU and hopperkit._C"
+    warm_up_gpu()
     copy_gbs = copy_bandwidth_gbs()
     print(f"device-to-device copy: {copy_gbs:.0f} GB/s")
     print(f"{'cast':10s} {'dtype':5s} {'m':>6s} {'n':>6s} {'us':>8s} {'GB/s':>7s} {'of copy':>8s} {'vs ref':>7s}")
