@@ -289,20 +289,31 @@ def test_repeatable_bitwise(cuda, m, n, k, recipe):
                 f"({int((d != first).sum())} elements)"
 
 
-@pytest.mark.parametrize("m,n,k,config,splits", [
-    (256, 4096, 7168, "128,128,1", 3),  # several M blocks, uneven K split (56 blocks: 19 + 19 + 18)
-    (64, 2112, 7168, "64,128,1", 16),  # the most splits, a ragged N tile
-    (7, 576, 320, "64,64,1", 3),  # K not a multiple of 128, M far below the tile
-    # The fixup reads the partials in batches of 128 / (floats per thread) splits: a batch of 4
-    # with a tail of 2, of 4 with a tail of 1, and batches of one split (256-row tile).
-    (64, 2112, 7168, "64,64,1", 6),
-    (100, 4096, 2048, "128,64,1", 5),
-    (256, 1024, 7168, "256,128,1", 2),
-])
-def test_split_k_forced(cuda, monkeypatch, m, n, k, config, splits):
+# (M, N, K, tile, forced splits, the splits of the cluster fixup on a 132-SM H200, 0: global). The
+# `auto` fixup sums within a cluster where a tile's splits fit one (fp8_1d2d/launch.cuh
+# splits_in_cluster, which may lower the count); `global` always goes through the workspace.
+SPLIT_K_CASES = [
+    (256, 4096, 7168, "128,128,1", 3, 2),  # several M blocks, uneven K split (56 blocks: 19 + 19 + 18)
+    (64, 2112, 7168, "64,128,1", 16, 6),  # the most splits, a ragged N tile
+    (7, 576, 320, "64,64,1", 3, 3),  # K not a multiple of 128, M far below the tile
+    # The global fixup reads the partials in batches of 128 / (floats per thread) splits: a batch of
+    # 4 with a tail of 2, of 4 with a tail of 1, and batches of one split (256-row tile).
+    (64, 2112, 7168, "64,64,1", 6, 3),
+    (100, 4096, 2048, "128,64,1", 5, 2),
+    (256, 1024, 7168, "256,128,1", 2, 0),  # the 256-row tile has no cluster fixup
+    (1, 64, 7168, "64,64,1", 8, 8),  # one tile
+    (128, 576, 7168, "128,64,1", 4, 4),  # two math warpgroups
+    (64, 576, 7168, "64,128,1", 5, 5),  # an odd count, a ragged N tile
+]
+
+
+@pytest.mark.parametrize("fixup", ["auto", "global"])
+@pytest.mark.parametrize("m,n,k,config,splits,_", SPLIT_K_CASES)
+def test_split_k_forced(cuda, monkeypatch, m, n, k, config, splits, _, fixup):
     """Split-K with its in-kernel fixup, forced on shapes the heuristic would tile differently."""
     monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", config)
     monkeypatch.setenv("HOPPERKIT_FP8_GEMM_SPLITS", str(splits))
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_SPLIT_FIXUP", fixup)
     a, b, (a_fp8, sfa), (b_fp8, sfb) = _inputs_1d2d(cuda, m, n, k, "split")
     ref = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, None, recipe=(1, 128, 128), out_dtype=torch.bfloat16)
     first = None
@@ -313,6 +324,33 @@ def test_split_k_forced(cuda, monkeypatch, m, n, k, config, splits):
         if first is None:
             first = d
         assert torch.equal(d, first), "split-K result changed between calls"
+
+
+@pytest.mark.parametrize("m,n,k,config,splits,in_cluster", SPLIT_K_CASES)
+def test_split_k_fixups_agree(cuda, monkeypatch, m, n, k, config, splits, in_cluster):
+    """The cluster fixup adds the partials in the global fixup's order: the same bits where both run
+    the same split count (known for a 132-SM H200, see SPLIT_K_CASES)."""
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", config)
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_SPLITS", str(splits))
+    _, _, (a_fp8, sfa), (b_fp8, sfb) = _inputs_1d2d(cuda, m, n, k, "split fixups")
+    out = {}
+    for fixup in ("global", "auto"):
+        monkeypatch.setenv("HOPPERKIT_FP8_GEMM_SPLIT_FIXUP", fixup)
+        out[fixup] = poison_(torch.empty(m, n, dtype=torch.bfloat16, device=cuda))
+        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), out[fixup])
+    assert not torch.isnan(out["auto"]).any(), "NaN in D"
+    same_splits = in_cluster in (0, splits)
+    if not same_splits or torch.cuda.get_device_properties(cuda).multi_processor_count != 132:
+        pytest.skip("the two fixups run different split counts here (bitwise comparison meaningless)")
+    assert torch.equal(out["global"], out["auto"]), "the two split-K fixups disagree"
+
+
+def test_split_k_fixup_knob_must_parse(cuda, monkeypatch):
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_SPLITS", "4")
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_SPLIT_FIXUP", "dsmem")
+    _, _, (a_fp8, sfa), (b_fp8, sfb) = _inputs_1d2d(cuda, 64, 576, 7168, "knob")
+    with pytest.raises(ValueError, match="HOPPERKIT_FP8_GEMM_SPLIT_FIXUP"):
+        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), torch.empty(64, 576, dtype=torch.bfloat16, device=cuda))
 
 
 @pytest.mark.parametrize("var,value", [
@@ -340,12 +378,14 @@ def test_tuning_knob_must_parse(cuda, monkeypatch, var, value):
         call()
 
 
-def test_split_k_cuda_graph_replay(cuda, monkeypatch):
+@pytest.mark.parametrize("fixup", ["auto", "global"])
+def test_split_k_cuda_graph_replay(cuda, monkeypatch, fixup):
     """A captured split-K GEMM replays with one epoch: its tile counters must come back clean after
     every replay, also when the inputs change between replays."""
     m, n, k = 64, 2112, 7168
     monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", "64,64,1")
     monkeypatch.setenv("HOPPERKIT_FP8_GEMM_SPLITS", "4")
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_SPLIT_FIXUP", fixup)
     a, b, (a_fp8, sfa), (b_fp8, sfb) = _inputs_1d2d(cuda, m, n, k, "split graph")
     d = torch.empty(m, n, dtype=torch.bfloat16, device=cuda)
     a_in, sfa_in = a_fp8.clone(), sfa.clone()

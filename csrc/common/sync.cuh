@@ -53,6 +53,48 @@ __device__ __forceinline__ void cluster_sync() {
 
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
+// Shared memory of the other CTAs of a cluster (distributed shared memory), and the mbarriers that
+// signal across them. Addresses in the cluster window are 32-bit (`shared::cluster`).
+
+// The address of `ptr` (this CTA's shared memory) in the cluster window, at CTA `rank`'s copy.
+__device__ __forceinline__ uint32_t cluster_shared_address(const void* ptr, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(remote)
+               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(ptr))), "r"(rank));
+  return remote;
+}
+
+// One arrival on an mbarrier of another CTA of the cluster, releasing this thread's earlier
+// accesses at cluster scope.
+__device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t remote_barrier) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote_barrier) : "memory");
+}
+
+// 16 bytes into another CTA's shared memory, counted (as 16 transaction bytes) on that CTA's
+// mbarrier `remote_barrier`: the receiver learns that the data is there by waiting on it.
+__device__ __forceinline__ void st_async_16(uint32_t remote_address, float4 v, uint32_t remote_barrier) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
+                   remote_address),
+               "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(remote_barrier)
+               : "memory");
+}
+
+// Waits for phase `phase` of a local mbarrier that other CTAs of the cluster arrive on or store to,
+// acquiring at cluster scope.
+__device__ __forceinline__ void mbarrier_wait_cluster(const void* barrier, uint32_t phase) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(barrier));
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "HK_MBAR_WAIT_CLUSTER:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra HK_MBAR_WAIT_CLUSTER;\n"
+      "}" ::"r"(addr),
+      "r"(phase)
+      : "memory");
+}
+
 // One arrival of `count` at a rendezvous in global memory that needs no zeroing before a launch:
 // arrival `index` stores `epoch` into its own flag `flags[index]`, then reads all `count` flags, and
 // returns true when every one holds `epoch`. Flags of another epoch (an earlier call's, or whatever

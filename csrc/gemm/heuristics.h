@@ -87,12 +87,18 @@ inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, GemmL
 // 64×2112×7168 18.5/15.4/14.7/15.1 (136 units: a second wave)/21.5/22.8. The best splits keep
 // 14-19 K blocks per unit: with 4 as the floor, 64×576×7168 took 14 splits and 18.5 µs.
 inline constexpr int kMinKBlocksPerSplit = 12;
+// The fixup within a cluster (fp8_1d2d/launch.cuh splits_in_cluster) costs a unit much less, so
+// shorter units pay: same run, ncu µs by splits 3/4/6/8 (cluster fixup): 64×576×7168 10.0/9.4/9.0/
+// 9.7, 1×64×7168 9.7/9.0/8.4/8.9, 128×576×7168 (128×64 tiles, at most 7) 10.2/9.7/9.4/9.6 (8
+// requested). Its split count is an upper bound for the launcher, at most the cluster size of 8.
+inline constexpr int kMinKBlocksPerClusterSplit = 9;
 
-inline int choose_k_splits(int m, int n, int k, const Fp8Gemm1d2dConfig& config, int num_sms) {
+inline int choose_k_splits(int m, int n, int k, const Fp8Gemm1d2dConfig& config, int num_sms,
+                           int min_k_blocks = kMinKBlocksPerSplit, int max_splits = 16) {
   const long tiles = static_cast<long>((m + config.block_m - 1) / config.block_m) * ((n + config.block_n - 1) / config.block_n);
   const int k_blocks = (k + 127) / 128;
   if (tiles * 2 > num_sms) return 1;
-  int splits = static_cast<int>(std::min<long>({num_sms / tiles, k_blocks / kMinKBlocksPerSplit, 16}));
+  int splits = static_cast<int>(std::min<long>({num_sms / tiles, k_blocks / min_k_blocks, max_splits}));
   if (splits <= 1) return 1;
   // Every split gets at least one K block: as many splits as the per-split count needs.
   const int per_split = (k_blocks + splits - 1) / splits;

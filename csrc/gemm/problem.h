@@ -31,6 +31,11 @@ struct GemmProblem {
   int num_groups = 1;
   int sched_rows = 0;  // rows the tile scheduler walks (set by the launcher: m, or G·align(M_max, BLOCK_M))
   int k_splits = 1;    // split-K: K blocks of each tile divided among this many work units
+  // Split-K: 1 when the k_splits units of a tile form one thread-block cluster and sum through its
+  // shared memory (set by the FP8 1d2d launcher, gemm/fp8_1d2d/README.md "Split-K"). Here, in the
+  // struct's padding, it shares the constant-cache line of the fields every kernel reads first:
+  // the FP8 kernel reads it at entry.
+  int split_in_cluster = 0;
 };
 
 // Rows the scheduler walks for a BLOCK_M: the masked and k-grouped layouts tile every group's M

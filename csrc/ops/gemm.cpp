@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <optional>
+#include <string>
 
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -116,15 +117,20 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
   gemm::Fp8Gemm1d2dConfig config = gemm::choose_fp8_1d2d_config(static_cast<int>(m), static_cast<int>(n),
                                                                 static_cast<int>(num_sms));
   const std::optional<bool> forced_staging = apply_config_override(config);
+  // Split counts for the two fixups (README.md "Split-K"): through the workspace, and the upper
+  // bound for the launcher's fixup within a cluster, whose units may be shorter.
+  int cluster_splits = 1;
   if (config.cluster_m == 1) {
     config.k_splits = gemm::choose_k_splits(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), config,
                                             static_cast<int>(num_sms));
+    cluster_splits = gemm::choose_k_splits(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), config,
+                                           static_cast<int>(num_sms), gemm::kMinKBlocksPerClusterSplit, 8);
   }
   if (const char* forced = std::getenv("HOPPERKIT_FP8_GEMM_SPLITS")) {
     std::vector<int> v;
     HK_CHECK_VALUE(parse_int_list(forced, v) && v.size() == 1 && v[0] >= 1,
                    "HOPPERKIT_FP8_GEMM_SPLITS must be a positive integer, got '", forced, "'");
-    config.k_splits = v[0];
+    config.k_splits = cluster_splits = v[0];
     HK_CHECK_VALUE(config.cluster_m == 1 || config.k_splits == 1, "split-K runs without clusters");
   }
   const int64_t tiles = ceil_div(m, config.block_m) * ceil_div(n, config.block_n);
@@ -141,6 +147,15 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
     p.split_workspace = split_workspace.data_ptr<float>();
     p.split_flags = reinterpret_cast<unsigned long long*>(p.split_workspace + partials);
     p.split_epoch = next_launch_epoch();
+  }
+  p.max_cluster_splits = cluster_splits;
+  // Tuning and tests: `global` keeps the fixup through the workspace where the launcher would
+  // otherwise sum a tile's splits within a cluster.
+  if (const char* fixup = cluster_splits > 1 ? std::getenv("HOPPERKIT_FP8_GEMM_SPLIT_FIXUP") : nullptr) {
+    const std::string v(fixup);
+    HK_CHECK_VALUE(v == "auto" || v == "global", "HOPPERKIT_FP8_GEMM_SPLIT_FIXUP must be auto or global, got '",
+                   fixup, "'");
+    if (v == "global") p.split_fixup = gemm::Fp8Gemm1d2dParams::SplitFixup::kGlobal;
   }
   set_a_2d(p, a, sfa, config.block_m);
   p.tma_b = make_tma_2d(b.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, n, tma_row_stride(b), 128, config.block_n,

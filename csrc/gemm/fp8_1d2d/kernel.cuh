@@ -36,11 +36,19 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
     tma_prefetch_descriptor(&p.tma_b);
     tma_prefetch_descriptor(&p.tma_sfa);
     tma_prefetch_descriptor(&p.tma_d);
+    if constexpr (T::kSplitInCluster) {
+      smem.split_received.init(1);
+      smem.split_ring_free.init(1);
+    }
     smem.barriers.init(/*consumer_warps=*/T::kMathThreads / 32, /*producer_arrivals=*/2);
   }
   // With multicast the peer CTA writes into this CTA's stages and arrives on its barriers: both
   // CTAs' barriers must be initialised before either starts.
   cluster_sync<T::kClusterM>();
+  // Split-K within a cluster: the peers' barriers must be initialised before the fixup touches
+  // them; the wait is deferred to the fixup (and, for the producer warps, their end), so nothing
+  // before it waits for the other CTAs.
+  if (T::kSplitInCluster && p.split_in_cluster) cute::cluster_arrive_relaxed();
   // With PDL the previous kernel (e.g. the activation cast) may still be writing A and its scales.
   pdl_wait_for_prerequisites();
 
@@ -70,6 +78,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
         }
       }
     }
+    if (T::kSplitInCluster && p.split_in_cluster) cute::cluster_wait();
   } else {
     cutlass::arch::warpgroup_reg_alloc<T::kMathRegisters>();
     const AccumulatorRows rows(threadIdx.x % 128);
@@ -94,9 +103,16 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
           for (int i = 0; i < T::kBlockN / 2; ++i) total[w][i] = 0.0f;
         }
       }
-      if (p.k_splits > 1 &&
-          !split_k_fixup<T>(p, smem, scheduler.tile_of(unit), scheduler.split_of(unit), total)) {
-        continue;
+      if (p.k_splits > 1) {
+        bool sums;
+        if constexpr (T::kSplitInCluster) {
+          sums = p.split_in_cluster
+                     ? split_k_fixup_in_cluster<T>(p, smem, scheduler.split_of(unit), total)
+                     : split_k_fixup<T>(p, smem, scheduler.tile_of(unit), scheduler.split_of(unit), total);
+        } else {
+          sums = split_k_fixup<T>(p, smem, scheduler.tile_of(unit), scheduler.split_of(unit), total);
+        }
+        if (!sums) continue;
       }
       // Decoded again rather than kept live across the mainloop: registers are at their limit.
       scheduler.blocks_of(unit, m_block, n_block);

@@ -33,6 +33,13 @@ struct Fp8Gemm1d2dParams : GemmProblem {
   float* split_workspace = nullptr;           // [tiles · k_splits · BLOCK_M · BLOCK_N]
   unsigned long long* split_flags = nullptr;  // [tiles · k_splits], any contents
   unsigned long long split_epoch = 0;            // nonzero, < 2^56, fresh for every launch
+  // Whether the launcher may sum a tile's splits within a cluster (GemmProblem::split_in_cluster,
+  // its choice; the workspace is then unused): kAuto where it fits (it may then run fewer splits),
+  // kGlobal never (tuning and tests: HOPPERKIT_FP8_GEMM_SPLIT_FIXUP). Host side only.
+  enum class SplitFixup : int { kAuto = 0, kGlobal = 1 } split_fixup = SplitFixup::kAuto;
+  // With kAuto: the most splits to try within a cluster (the launcher may run fewer, or fall back
+  // to k_splits through the workspace; with k_splits = 1, to no split). Host side only.
+  int max_cluster_splits = 1;
 };
 
 // Tile configurations compiled into the library (one instantiation file each).

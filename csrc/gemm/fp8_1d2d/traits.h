@@ -92,9 +92,21 @@ struct Fp8Gemm1d2dTraits {
     // the tile straddles two 128-column scale blocks (written by the producer, see produce_tile).
     float2 sfb[kStages];
     StageBarriers<kStages, kClusterM> barriers;
-    int split_is_last;  // split-K fixup: this CTA finished the tile's last split
+    int split_is_last;  // split-K fixup through global memory: this CTA finished the tile's last split
+    // Split-K fixup within a cluster (GemmProblem::split_in_cluster): on the summing CTA, the
+    // peers' partials arrive into the stage ring, counted on `split_received` once `split_ring_free`
+    // (on each peer) says the ring is no longer read.
+    cutlass::arch::ClusterTransactionBarrier split_received;
+    cutlass::arch::ClusterBarrier split_ring_free;
   };
   static_assert(sizeof(SharedStorage) + 1024 <= 232448, "shared memory over 227 KiB: lower kStages");
+  // Split-K within a cluster (GemmProblem::split_in_cluster), compiled for the decode-sized
+  // tiles only: with more than 64 values per thread (256×128, 128×192), the summing pass spills,
+  // and those tiles split K where M is small only. One unit's FP32 partial, and how many the A/B
+  // stage ring can receive.
+  static constexpr bool kSplitInCluster = kClusterM == 1 && !kMasked && kWaves * kBlockN / 2 <= 64;
+  static constexpr int kPartialBytes = kBlockM * kBlockN * 4;
+  static constexpr int kRingPartials = kStages * (kBytesA + kBytesB) / kPartialBytes;
   static constexpr int kSmemBytes = sizeof(SharedStorage) + 1024;
 };
 
