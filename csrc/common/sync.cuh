@@ -65,11 +65,13 @@ __device__ __forceinline__ uint32_t cluster_shared_address(const void* ptr, uint
   return remote;
 }
 
-// One arrival on an mbarrier of another CTA of the cluster, releasing this thread's earlier
-// accesses at cluster scope.
-__device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t remote_barrier) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote_barrier) : "memory");
+// One arrival on an mbarrier of another CTA of the cluster, without ordering (a release arrive
+// fences on each call): precede a group of them with fence_acq_rel_cluster().
+__device__ __forceinline__ void mbarrier_arrive_cluster_relaxed(uint32_t remote_barrier) {
+  asm volatile("mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote_barrier) : "memory");
 }
+
+__device__ __forceinline__ void fence_acq_rel_cluster() { asm volatile("fence.acq_rel.cluster;" ::: "memory"); }
 
 // 16 bytes into another CTA's shared memory, counted (as 16 transaction bytes) on that CTA's
 // mbarrier `remote_barrier`: the receiver learns that the data is there by waiting on it.

@@ -140,7 +140,9 @@ __device__ __forceinline__ bool split_k_fixup_in_cluster(const Fp8Gemm1d2dParams
   named_barrier_sync(Fp8GemmBarrier::kSplitPartialsWritten, T::kMathThreads);
   if (thread == 0) {
     smem.split_received.arrive_and_expect_tx(static_cast<uint32_t>(summer) * T::kPartialBytes);
-    for (int r = 0; r < summer; ++r) mbarrier_arrive_cluster(cluster_shared_address(&smem.split_ring_free, r));
+    fence_acq_rel_cluster();  // one fence for all the arrivals (a release arrive fences each)
+#pragma unroll 1
+    for (int r = 0; r < summer; ++r) mbarrier_arrive_cluster_relaxed(cluster_shared_address(&smem.split_ring_free, r));
   }
   mbarrier_wait_cluster(&smem.split_received, 0);
   // Eight vectors (32 values) at a time, each pass one loop over the splits: with a loop over the
@@ -152,6 +154,7 @@ __device__ __forceinline__ bool split_k_fixup_in_cluster(const Fp8Gemm1d2dParams
     float4 sum[kChunk];
 #pragma unroll
     for (int j = 0; j < kChunk; ++j) sum[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 1
     for (int s = 0; s < summer; ++s) {
       const uint8_t* src = ring + ((s * kVecs + c) * T::kMathThreads + thread) * 16;
 #pragma unroll
