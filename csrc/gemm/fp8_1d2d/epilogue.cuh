@@ -111,7 +111,8 @@ __device__ __forceinline__ bool split_k_fixup(const Fp8Gemm1d2dParams& p, typena
 // with the stage ring, it tells the others, which store their FP32 partials from registers into its
 // ring (st.async, counted on its `split_received` barrier) and finish; it adds them up in split order,
 // its own last: the same sequence of additions as split_k_fixup, so both fixups give the same bits.
-// No global memory, no fences: the cluster is co-scheduled, so the waits cannot deadlock.
+// No global memory and no GPU-scope fences (one cluster-scope fence before the summing CTA's
+// arrivals); the cluster is co-scheduled, so the waits cannot deadlock.
 // Partial s, vector j (four consecutive fragment values) of thread t sits at
 // ((s · kVecs + j) · kMathThreads + t) · 16 bytes into the ring: a warp's 16-byte accesses are
 // contiguous. PERF: README.md "Split-K".
