@@ -328,20 +328,20 @@ def test_split_k_forced(cuda, monkeypatch, m, n, k, config, splits, _, fixup):
 
 @pytest.mark.parametrize("m,n,k,config,splits,in_cluster", SPLIT_K_CASES)
 def test_split_k_fixups_agree(cuda, monkeypatch, m, n, k, config, splits, in_cluster):
-    """The cluster fixup adds the partials in the global fixup's order: the same bits where both run
-    the same split count (known for a 132-SM H200, see SPLIT_K_CASES)."""
+    """The cluster fixup adds the partials in the global fixup's order: the same bits as the global
+    fixup run at the split count the cluster path takes (known for a 132-SM H200, see
+    SPLIT_K_CASES; 0 = no cluster path, both run the forced count)."""
+    if torch.cuda.get_device_properties(cuda).multi_processor_count != 132:
+        pytest.skip("the cluster path's split counts in SPLIT_K_CASES are those of a 132-SM H200")
     monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", config)
-    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_SPLITS", str(splits))
     _, _, (a_fp8, sfa), (b_fp8, sfb) = _inputs_1d2d(cuda, m, n, k, "split fixups")
     out = {}
-    for fixup in ("global", "auto"):
+    for fixup, count in (("global", in_cluster or splits), ("auto", splits)):
+        monkeypatch.setenv("HOPPERKIT_FP8_GEMM_SPLITS", str(count))
         monkeypatch.setenv("HOPPERKIT_FP8_GEMM_SPLIT_FIXUP", fixup)
         out[fixup] = poison_(torch.empty(m, n, dtype=torch.bfloat16, device=cuda))
         hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), out[fixup])
     assert not torch.isnan(out["auto"]).any(), "NaN in D"
-    same_splits = in_cluster in (0, splits)
-    if not same_splits or torch.cuda.get_device_properties(cuda).multi_processor_count != 132:
-        pytest.skip("the two fixups run different split counts here (bitwise comparison meaningless)")
     assert torch.equal(out["global"], out["auto"]), "the two split-K fixups disagree"
 
 
