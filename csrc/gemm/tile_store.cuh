@@ -28,14 +28,19 @@ struct TileStoreTarget {
 // warpgroup stored earlier in the tile, so a tile stored in several calls continues the turn). A
 // box is rewritten once the store issued from it kBuffers boxes earlier has read it: with two,
 // writing one box overlaps storing the other; with one per box of the tile, a whole tile's stores
-// drain while the next tile's mainloop runs. The warpgroup leader must call tma_store_wait_all()
-// before the CTA exits.
-template <int kBlockN, int kBuffers, class BarrierId>
+// drain while the next tile's mainloop runs. The boxes go in rounds of kRound: each round's
+// stmatrix-es share one async-proxy fence and one pair of warpgroup barriers, which the tensor
+// cores otherwise wait for box by box (the fence waits for the shared-memory stores to complete).
+// The warpgroup leader must call tma_store_wait_all() before the CTA exits.
+template <int kBlockN, int kBuffers, int kRound = 1, class BarrierId>
 __device__ __forceinline__ void store_rows_bf16(const TileStoreTarget& target, uint8_t* staging, BarrierId barrier,
                                                 bool keep_a, bool keep_b, const float (&acc)[kBlockN / 2],
                                                 int first_box = 0) {
+  constexpr int kBoxes = kBlockN / kStoreBoxCols;
   static_assert(kBuffers >= 1, "at least one staging box per warpgroup");
   static_assert(kBlockN % kStoreBoxCols == 0, "tiles are whole store boxes wide");
+  static_assert(kRound >= 1 && kBuffers % kRound == 0 && kBoxes % kRound == 0,
+                "a round is a whole number of boxes and of staging turns");
   const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
   const bool leader = threadIdx.x % 128 == 0;
   // stmatrix.x4 writes 16 rows × 16 columns of the warp: lane l addresses row l % 8 of matrix l / 8,
@@ -44,32 +49,40 @@ __device__ __forceinline__ void store_rows_bf16(const TileStoreTarget& target, u
   const int st_chunk = lane / 16;
   const uint32_t staging_addr = cute::cast_smem_ptr_to_uint(staging);
 #pragma unroll
-  for (int box = 0; box < kBlockN / kStoreBoxCols; ++box) {
-    const int slot = (first_box + box) % kBuffers;
-    uint8_t* box_smem = staging + slot * kStoreBoxBytes;
-    const uint32_t buffer = staging_addr + slot * kStoreBoxBytes;
-    if (leader) tma_store_wait_smem_read<kBuffers - 1>();
+  for (int round = 0; round < kBoxes / kRound; ++round) {
+    // Each box is one bulk group: the kBuffers - kRound newest groups use the other slots.
+    if (leader) tma_store_wait_smem_read<kBuffers - kRound>();
     named_barrier_sync(barrier, 128);
 #pragma unroll
-    for (int pair = 0; pair < kStoreBoxCols / 16; ++pair) {
-      const int j = box * (kStoreBoxCols / 8) + 2 * pair;  // 8-column groups j and j + 1
-      // One select per packed pair (bf16 zeros are zero bits) rather than one per value.
-      const uint32_t r0 = keep_a ? pack_bf16x2(acc[4 * j + 0], acc[4 * j + 1]) : 0u;
-      const uint32_t r1 = keep_b ? pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]) : 0u;
-      const uint32_t r2 = keep_a ? pack_bf16x2(acc[4 * j + 4], acc[4 * j + 5]) : 0u;
-      const uint32_t r3 = keep_b ? pack_bf16x2(acc[4 * j + 6], acc[4 * j + 7]) : 0u;
-      stmatrix_x4(buffer + swizzle_128b_offset(st_row, 2 * pair + st_chunk), r0, r1, r2, r3);
+    for (int i = 0; i < kRound; ++i) {
+      const int box = round * kRound + i;
+      const uint32_t buffer = staging_addr + ((first_box + box) % kBuffers) * kStoreBoxBytes;
+#pragma unroll
+      for (int pair = 0; pair < kStoreBoxCols / 16; ++pair) {
+        const int j = box * (kStoreBoxCols / 8) + 2 * pair;  // 8-column groups j and j + 1
+        // One select per packed pair (bf16 zeros are zero bits) rather than one per value.
+        const uint32_t r0 = keep_a ? pack_bf16x2(acc[4 * j + 0], acc[4 * j + 1]) : 0u;
+        const uint32_t r1 = keep_b ? pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]) : 0u;
+        const uint32_t r2 = keep_a ? pack_bf16x2(acc[4 * j + 4], acc[4 * j + 5]) : 0u;
+        const uint32_t r3 = keep_b ? pack_bf16x2(acc[4 * j + 6], acc[4 * j + 7]) : 0u;
+        stmatrix_x4(buffer + swizzle_128b_offset(st_row, 2 * pair + st_chunk), r0, r1, r2, r3);
+      }
     }
     fence_shared_for_async_proxy();
     named_barrier_sync(barrier, 128);
     if (leader) {
-      const int col = target.col0 + box * kStoreBoxCols;
-      if (target.three_d) {
-        tma_store_3d(target.map, box_smem, col, target.row0, target.group);
-      } else {
-        tma_store_2d(target.map, box_smem, col, target.row0);
+#pragma unroll
+      for (int i = 0; i < kRound; ++i) {
+        const int box = round * kRound + i;
+        const uint8_t* box_smem = staging + ((first_box + box) % kBuffers) * kStoreBoxBytes;
+        const int col = target.col0 + box * kStoreBoxCols;
+        if (target.three_d) {
+          tma_store_3d(target.map, box_smem, col, target.row0, target.group);
+        } else {
+          tma_store_2d(target.map, box_smem, col, target.row0);
+        }
+        tma_store_commit();
       }
-      tma_store_commit();
     }
   }
 }

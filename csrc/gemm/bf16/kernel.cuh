@@ -74,10 +74,18 @@ __global__ void __launch_bounds__(T::kThreads, 1) bf16_gemm_kernel(const __grid_
       // here (a non-wgmma definition of them makes ptxas serialise every wgmma, C7515): the
       // epilogue substitutes the sum.
       const bool empty_sum = T::kKGrouped && num_kb == 0;
-      if (group >= 0 && !empty_sum) mma_tile<T>(smem, st, warpgroup, num_kb, acc);
-      // Decoded again rather than kept live across the mainloop: registers are at their limit.
-      scheduler.blocks_of(unit, m_block, n_block);
-      const MBlockRows block = resolve_bf16_tile<T, /*kWithK=*/false>(p, m_block, num_k_blocks).rows;
+      // The epilogue's rows are decoded again rather than kept live across the mainloop (registers
+      // are at their limit), while the last wgmma batch runs.
+      MBlockRows block;
+      auto decode_epilogue_rows = [&] {
+        scheduler.blocks_of(unit, m_block, n_block);
+        block = resolve_bf16_tile<T, /*kWithK=*/false>(p, m_block, num_k_blocks).rows;
+      };
+      if (group >= 0 && !empty_sum) {
+        mma_tile<T>(smem, st, warpgroup, num_kb, acc, decode_epilogue_rows);
+      } else {
+        decode_epilogue_rows();
+      }
       store_tile<T>(p, smem, warpgroup, rows, block, n_block, acc, empty_sum);
     }
     // The staging buffers must stay allocated until the last TMA stores have read them.

@@ -95,10 +95,13 @@ struct OperandDesc {
 // One tile's K loop: the accumulators stay in registers over the whole K (FP32, no promotion).
 // The wgmmas of consecutive K blocks are chained on the same accumulators, with one batch in
 // flight: after committing block kb, wait until at most one batch is pending (block kb-1's has then
-// completed) and give block kb-1's stage back to the producer.
-template <class T>
+// completed) and give block kb-1's stage back to the producer. `while_last_batch_runs` (work that
+// does not touch the accumulators, such as decoding where the epilogue stores) runs while the
+// tensor cores execute the last batch, instead of after it with the tensor cores idle.
+template <class T, class Overlap>
 __device__ __forceinline__ void mma_tile(typename T::SharedStorage& smem, PipelineState<T::kStages>& st, int warpgroup,
-                                         int num_k_blocks, float (&acc)[T::kBlockN / 2]) {
+                                         int num_k_blocks, float (&acc)[T::kBlockN / 2],
+                                         Overlap&& while_last_batch_runs) {
   using Atom = typename Bf16SsWgmma<T::kBlockN, T::kGmmaMajorA, T::kGmmaMajorB>::Atom;
   using DescA = OperandDesc<T::kMajorA, T::kChunkBytes>;
   using DescB = OperandDesc<T::kMajorB, T::kChunkBytes>;
@@ -123,6 +126,7 @@ __device__ __forceinline__ void mma_tile(typename T::SharedStorage& smem, Pipeli
     previous = st;
     st.advance();
   }
+  while_last_batch_runs();
   cute::warpgroup_wait<0>();
   fence_accumulators(acc);
   if (num_k_blocks > 0) smem.barriers.consumer_release(previous, lane);
