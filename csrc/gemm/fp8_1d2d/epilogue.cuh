@@ -18,6 +18,10 @@ __device__ __forceinline__ void store_tile(const Fp8Gemm1d2dParams& p, typename 
                                            AccumulatorRows rows, const MBlockRows& block, int n_block,
                                            const float (&total)[T::kWaves][T::kBlockN / 2]) {
   const auto barrier = static_cast<Fp8GemmBarrier>(static_cast<int>(Fp8GemmBarrier::kEpilogueWarpgroup0) + warpgroup);
+  // With a staging box for every box of the tile, a wave's boxes go in one round (one fence and
+  // one barrier pair); with one box, box by box.
+  constexpr int kBoxesPerWave = T::kBlockN / kStoreBoxCols;
+  constexpr int kRound = T::kStoreBuffers >= kBoxesPerWave ? kBoxesPerWave : 1;
 #pragma unroll
   for (int w = 0; w < T::kWaves; ++w) {
     const int wave_row = warpgroup * T::kRowsPerWarpgroup + w * 64;  // within the block
@@ -29,8 +33,8 @@ __device__ __forceinline__ void store_tile(const Fp8Gemm1d2dParams& p, typename 
     }
     const TileStoreTarget target{&p.tma_d, p.layout == GemmLayout::kMGroupedMasked, n_block * T::kBlockN,
                                  block.a_row + wave_row, block.a_group};
-    store_rows_bf16<T::kBlockN, T::kStoreBuffers>(target, smem.d[warpgroup], barrier, keep_a, keep_b, total[w],
-                                                  w * (T::kBlockN / kStoreBoxCols));
+    store_rows_bf16<T::kBlockN, T::kStoreBuffers, kRound>(target, smem.d[warpgroup], barrier, keep_a, keep_b, total[w],
+                                                          w * kBoxesPerWave);
   }
 }
 
