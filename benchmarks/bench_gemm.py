@@ -26,7 +26,9 @@ The dense section ends with what a decode row can reach after the same flush: ``
 each B's bytes, and a one-element op (the time between the events of a call that does nothing).
 
 Timing: CUDA events around the whole call (the Python wrapper included), 256 MB L2 flush before each
-timed call (``hopperkit.testing.bench``), median. ``--flush zero`` (the default, DeepGEMM's benchmark
+timed call, median. A row's hopperkit call and its baselines take turns in one timing loop
+(``hopperkit.testing.bench_interleaved``), so that a ratio does not depend on which ran first on a
+card whose clocks drift with its power and temperature. ``--flush zero`` (the default, DeepGEMM's benchmark
 flush) overwrites the buffer and leaves L2 full of dirty lines whose write-back the next kernel pays
 for; ``--flush read`` reads it and leaves clean lines, as a decode GEMM finds L2 after the previous
 layer's weight reads. Ratio = baseline time / hopperkit time (> 1: hopperkit
@@ -59,7 +61,7 @@ import torch
 
 import hopperkit
 from hopperkit import _ops
-from hopperkit.testing import FLUSH_MODES, bench, calc_diff, poison_, warm_up_gpu
+from hopperkit.testing import FLUSH_MODES, bench, bench_interleaved, calc_diff, poison_, warm_up_gpu
 
 SECTIONS = ("dense", "grouped", "wgrad", "bf16")
 
@@ -237,6 +239,13 @@ class Timer:
     def baseline(self, fn: Callable[[], object]) -> float:
         return bench(fn, warmup=5, iters=self.iters, flush_mode=self.flush_mode)["median_us"]
 
+    def together(self, fns: dict[str, Callable[[], object]]) -> dict[str, float]:
+        """Median µs of each of ``fns`` (name → call), timed in turns within one loop."""
+        if not fns:
+            return {}
+        timed = bench_interleaved(fns, warmup=5, iters=self.iters, flush_mode=self.flush_mode)
+        return {name: t["median_us"] for name, t in timed.items()}
+
     def hopperkit(self, fn: Callable[[], object], kernel: bool, est_s: float) -> tuple[Optional[float], int]:
         """(median µs or None when skipped, iterations)."""
         if kernel:
@@ -265,19 +274,32 @@ def _progress(msg: str) -> None:
 
 
 def _measure_hopperkit(timer: Timer, kernel: bool, est: float, call: Callable[[], None], d: torch.Tensor,
-                       ref: torch.Tensor, flops: int, nbytes: int, rows: Optional[torch.Tensor] = None) -> dict:
-    """Check one call (NaN-poisoned D, diff vs ref), then time it: the hopperkit fields of a row.
+                       ref: torch.Tensor, flops: int, nbytes: int, rows: Optional[torch.Tensor] = None,
+                       baselines: Optional[dict[str, Callable[[], object]]] = None,
+                       timed_call: Optional[Callable[[], None]] = None) -> tuple[dict, dict[str, float]]:
+    """Check one call (NaN-poisoned D, diff vs ref), then time it together with ``baselines`` (name →
+    call, each known to run): (the hopperkit fields of a row, name → baseline median µs).
     ``rows``: a boolean mask over D's leading dimensions, the rows that hold a result (the others are
-    not checked)."""
+    not checked). ``timed_call``: what is timed in place of ``call`` (the FP32-accumulating GEMMs are
+    checked with C apart from D and timed accumulating in place). The reference path (no kernel) is
+    timed on its own, with fewer iterations."""
+    baselines = dict(baselines or {})
+    timed = timed_call or call
     diff, has_nan = None, None
     if not timer.skip_reference(kernel, est):
         poison_(d)
         call()
         diff, has_nan = _check_output(d, ref) if rows is None else _check_output(d[rows], ref[rows])
-    hk_us, hk_iters = timer.hopperkit(call, kernel, est)
+    if kernel:
+        assert "hopperkit" not in baselines
+        times = timer.together({"hopperkit": timed, **baselines})
+        hk_us, hk_iters = times.pop("hopperkit"), timer.iters
+    else:
+        hk_us, hk_iters = timer.hopperkit(timed, kernel, est)
+        times = timer.together(baselines)
     return {"flops": flops, "bytes": nbytes, "hk_us": hk_us, "hk_tflops": tflops(flops, hk_us),
             "hk_gbs": gbs(nbytes, hk_us), "hk_iters": hk_iters, "diff": diff, "nan": has_nan,
-            "reference_estimate_s": est}
+            "reference_estimate_s": est}, times
 
 
 def _dense_case(dev: torch.device, timer: Timer, kernel: bool, m: int, b: torch.Tensor,
@@ -293,9 +315,6 @@ def _dense_case(dev: torch.device, timer: Timer, kernel: bool, m: int, b: torch.
     def call():
         hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d)
 
-    row = {"m": m, "n": n, "k": k}
-    row.update(_measure_hopperkit(timer, kernel, reference_seconds(m, n, k), call, d, ref, flops, nbytes))
-
     def blockwise():
         return cublas_blockwise(a_fp8, sa, b_fp8, sb)
 
@@ -306,14 +325,19 @@ def _dense_case(dev: torch.device, timer: Timer, kernel: bool, m: int, b: torch.
 
     out, refused = _try(blockwise)
     if out is not None:
-        kind, base_diff, base_us = "blockwise", calc_diff(out, ref), timer.baseline(blockwise)
+        kind, base_diff, base = "blockwise", calc_diff(out, ref), blockwise
     else:
-        kind, base_diff, base_us = "per-tensor*", None, None
+        kind, base_diff, base = "per-tensor*", None, None
         _, pt_refused = _try(per_tensor)
         if pt_refused is None:
-            base_us = timer.baseline(per_tensor)
+            base = per_tensor
         else:
             kind, refused = "refused", f"{refused}; per-tensor: {pt_refused}"
+    row = {"m": m, "n": n, "k": k}
+    fields, times = _measure_hopperkit(timer, kernel, reference_seconds(m, n, k), call, d, ref, flops, nbytes,
+                                       baselines={"baseline": base} if base is not None else None)
+    row.update(fields)
+    base_us = times.get("baseline")
     row.update({"baseline": kind, "baseline_us": base_us, "baseline_tflops": tflops(flops, base_us),
                 "baseline_gbs": gbs(nbytes, base_us), "baseline_diff": base_diff, "blockwise_refused": refused,
                 "ratio": ratio(base_us, row["hk_us"])})
@@ -425,15 +449,19 @@ def _fp8_grouped_case(dev: torch.device, timer: Timer, layout: str, g: int, m: i
     def cublas_loop():
         return [cublas_blockwise(a_g[i], sa_g[i], b_fp8[i], sb[i]) for i in range(g)]
 
-    row = {"layout": layout, "groups": g, "m_per_group": m, "n": n, "k": k}
-    row.update(_measure_hopperkit(timer, kernel, est, call, d, ref, flops, nbytes))
+    baselines = {}
     loop_out, loop_refused = _try(cublas_loop)
-    loop_us = loop_diff = None
+    loop_diff = None
     if loop_out is not None:
         loop_diff = calc_diff(torch.cat(loop_out).view(ref.shape), ref)
-        loop_us = timer.baseline(cublas_loop)
+        baselines["cublas_loop"] = cublas_loop
     _, rw_refused = _try(rowwise_grouped)
-    rw_us = timer.baseline(rowwise_grouped) if rw_refused is None else None
+    if rw_refused is None:
+        baselines["rowwise_grouped"] = rowwise_grouped
+    row = {"layout": layout, "groups": g, "m_per_group": m, "n": n, "k": k}
+    fields, times = _measure_hopperkit(timer, kernel, est, call, d, ref, flops, nbytes, baselines=baselines)
+    row.update(fields)
+    loop_us, rw_us = times.get("cublas_loop"), times.get("rowwise_grouped")
     row.update({
         "cublas_loop_us": loop_us, "cublas_loop_tflops": tflops(flops, loop_us), "cublas_loop_diff": loop_diff,
         "cublas_loop_refused": loop_refused, "ratio_cublas_loop": ratio(loop_us, row["hk_us"]),
@@ -483,14 +511,16 @@ def _fp8_masked_sparse_case(dev: torch.device, timer: Timer, g: int, expected: i
     def cublas_loop():
         return [cublas_blockwise(a_g[i], sa_g[i], b_fp8[i], sb[i]) for i in range(g)]
 
-    row = {"layout": "mask4096", "groups": g, "m_per_group": expected, "n": n, "k": k, "m_max": m_max,
-           "masked_m": counts}
-    row.update(_measure_hopperkit(timer, kernel, reference_seconds(valid, n, k), call, d, ref, flops, nbytes, rows))
     loop_out, loop_refused = _try(cublas_loop)
-    loop_us = loop_diff = None
+    loop_diff = None
     if loop_out is not None:
         loop_diff = calc_diff(torch.cat([x[:c] for x, c in zip(loop_out, counts)]), ref[rows])
-        loop_us = timer.baseline(cublas_loop)
+    row = {"layout": "mask4096", "groups": g, "m_per_group": expected, "n": n, "k": k, "m_max": m_max,
+           "masked_m": counts}
+    fields, times = _measure_hopperkit(timer, kernel, reference_seconds(valid, n, k), call, d, ref, flops, nbytes,
+                                       rows, baselines={"cublas_loop": cublas_loop} if loop_out is not None else None)
+    row.update(fields)
+    loop_us = times.get("cublas_loop")
     row.update({
         "cublas_loop_us": loop_us, "cublas_loop_tflops": tflops(flops, loop_us), "cublas_loop_diff": loop_diff,
         "cublas_loop_refused": loop_refused, "ratio_cublas_loop": ratio(loop_us, row["hk_us"]),
@@ -540,18 +570,18 @@ def _wgrad_case(dev: torch.device, timer: Timer, g: int, m: int, n: int, k: int)
         def run(out: torch.Tensor, acc: torch.Tensor) -> None:
             hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), out[0], c=acc[0], recipe=(1, 1, 128))
 
-    row = {"layout": "k-grouped" if g else "dense", "groups": groups, "m": m, "n": n, "k": k}
-    row.update(_measure_hopperkit(timer, kernel, est, lambda: run(d, c), d, ref, flops, nbytes))
-    if row["hk_us"] is not None:  # the time of the in-place accumulation (no copy of C into D)
-        row["hk_us"], _ = timer.hopperkit(lambda: run(d, d), kernel, est)
-        row.update({"hk_tflops": tflops(flops, row["hk_us"]), "hk_gbs": gbs(nbytes, row["hk_us"])})
     out = [torch.empty(m, n, dtype=torch.bfloat16, device=dev) for _ in range(groups)]
 
     def baseline():
         for i in range(groups):
             torch.mm(a[i], b[i].t(), out=out[i])
 
-    base_us = timer.baseline(baseline)
+    row = {"layout": "k-grouped" if g else "dense", "groups": groups, "m": m, "n": n, "k": k}
+    # Timed accumulating in place (no copy of C into D).
+    fields, times = _measure_hopperkit(timer, kernel, est, lambda: run(d, c), d, ref, flops, nbytes,
+                                       baselines={"baseline": baseline}, timed_call=lambda: run(d, d))
+    row.update(fields)
+    base_us = times["baseline"]
     row.update({"baseline": "torch.mm" if groups == 1 else "mm×G", "baseline_us": base_us,
                 "baseline_tflops": tflops(flops, base_us), "ratio": ratio(base_us, row["hk_us"])})
     return row
@@ -581,24 +611,31 @@ def _bf16_dense_case(dev: torch.device, timer: Timer, m: int, n: int, k: int) ->
         hopperkit.bf16_gemm_nt(a, b, d)
 
     row = {"layout": "dense", "groups": 1, "m_per_group": m, "n": n, "k": k}
-    row.update(_measure_hopperkit(timer, kernel, reference_seconds(m, n, k, two_level=False), call, d,
-                                  a.float() @ b.float().t(), flops, nbytes))
-    base_us = timer.baseline(lambda: torch.mm(a, b.t(), out=d_base))
+    fields, times = _measure_hopperkit(timer, kernel, reference_seconds(m, n, k, two_level=False), call, d,
+                                       a.float() @ b.float().t(), flops, nbytes,
+                                       baselines={"baseline": lambda: torch.mm(a, b.t(), out=d_base)})
+    row.update(fields)
+    base_us = times["baseline"]
     row.update({"baseline": "torch.mm", "baseline_us": base_us, "baseline_tflops": tflops(flops, base_us),
                 "baseline_gbs": gbs(nbytes, base_us), "ratio": ratio(base_us, row["hk_us"])})
     return row
 
 
-def _baseline_fields(timer: Timer, candidates: Sequence[tuple[str, Callable[[], object]]], flops: int, nbytes: int,
-                     hk_us: Optional[float]) -> dict:
-    """The baseline fields of a BF16 row: the first of ``candidates`` (name, call) that runs, timed like
-    hopperkit's call; if none runs, no time and the last one's error."""
+def _pick_baseline(candidates: Sequence[tuple[str, Callable[[], object]]]) -> tuple[str, Optional[Callable[[], object]],
+                                                                                  Optional[str]]:
+    """The first of ``candidates`` (name, call) that runs: (name, call, None); if none runs, the last
+    one's (name, None, error)."""
     name, refused = None, None
     for name, fn in candidates:
         _, refused = _try(fn)
         if refused is None:
-            break
-    us = timer.baseline(fn) if refused is None else None
+            return name, fn, None
+    return name, None, refused
+
+
+def _baseline_fields(name: str, us: Optional[float], refused: Optional[str], flops: int, nbytes: int,
+                     hk_us: Optional[float]) -> dict:
+    """The baseline fields of a BF16 row."""
     return {"baseline": name, "baseline_us": us, "baseline_tflops": tflops(flops, us), "baseline_gbs": gbs(nbytes, us),
             "baseline_refused": refused, "ratio": ratio(us, hk_us)}
 
@@ -639,8 +676,11 @@ def _bf16_grouped_case(dev: torch.device, timer: Timer, layout: str, g: int, m: 
 
     flops, nbytes = bf16_counts(g * m, n, k, groups=g)
     row = {"layout": layout, "groups": g, "m_per_group": m, "n": n, "k": k}
-    row.update(_measure_hopperkit(timer, kernel, est, call, d, ref, flops, nbytes))
-    row.update(_baseline_fields(timer, [(base_name, baseline)], flops, nbytes, row["hk_us"]))
+    name, fn, refused = _pick_baseline([(base_name, baseline)])
+    fields, times = _measure_hopperkit(timer, kernel, est, call, d, ref, flops, nbytes,
+                                       baselines={"baseline": fn} if fn is not None else None)
+    row.update(fields)
+    row.update(_baseline_fields(name, times.get("baseline"), refused, flops, nbytes, row["hk_us"]))
     return row
 
 
@@ -678,10 +718,12 @@ def _bf16_masked_sparse_case(dev: torch.device, timer: Timer, g: int, expected: 
 
     row = {"layout": "mask4096", "groups": g, "m_per_group": expected, "n": n, "k": k, "m_max": m_max,
            "masked_m": counts}
-    row.update(_measure_hopperkit(timer, kernel, reference_seconds(valid, n, k, two_level=False), call, d, ref,
-                                  flops, nbytes, rows))
     candidates = ([("_grouped_mm", grouped)] if grouped_mm is not None else []) + [("mm×G", per_group)]
-    row.update(_baseline_fields(timer, candidates, flops, nbytes, row["hk_us"]))
+    name, fn, refused = _pick_baseline(candidates)
+    fields, times = _measure_hopperkit(timer, kernel, reference_seconds(valid, n, k, two_level=False), call, d, ref,
+                                       flops, nbytes, rows, baselines={"baseline": fn} if fn is not None else None)
+    row.update(fields)
+    row.update(_baseline_fields(name, times.get("baseline"), refused, flops, nbytes, row["hk_us"]))
     return row
 
 
@@ -702,19 +744,19 @@ def _bf16_k_grouped_case(dev: torch.device, timer: Timer, g: int, m: int, n: int
     def run(out: torch.Tensor, acc: torch.Tensor) -> None:
         hopperkit.k_grouped_bf16_gemm_tn_contiguous(a, b, out, ks, ks_tensor, c=acc)
 
-    row = {"layout": "k-grouped", "groups": g, "m_per_group": m, "n": n, "k": k}
-    row.update(_measure_hopperkit(timer, kernel, reference_seconds(g * m, n, k, two_level=False), lambda: run(d, c),
-                                  d, ref, flops, nbytes))
-    if row["hk_us"] is not None:  # the time of the in-place accumulation
-        row["hk_us"], _ = timer.hopperkit(lambda: run(d, d), kernel, 0.0)
-        row.update({"hk_tflops": tflops(flops, row["hk_us"]), "hk_gbs": gbs(nbytes, row["hk_us"])})
     out = [torch.empty(m, n, dtype=torch.bfloat16, device=dev) for _ in range(g)]
 
     def baseline():
         for i in range(g):
             torch.mm(a[i * k:(i + 1) * k].t(), b[i * k:(i + 1) * k], out=out[i])
 
-    base_us = timer.baseline(baseline)
+    row = {"layout": "k-grouped", "groups": g, "m_per_group": m, "n": n, "k": k}
+    # Timed accumulating in place.
+    fields, times = _measure_hopperkit(timer, kernel, reference_seconds(g * m, n, k, two_level=False),
+                                       lambda: run(d, c), d, ref, flops, nbytes, baselines={"baseline": baseline},
+                                       timed_call=lambda: run(d, d))
+    row.update(fields)
+    base_us = times["baseline"]
     row.update({"baseline": "mm×G", "baseline_us": base_us, "baseline_tflops": tflops(flops, base_us),
                 "baseline_gbs": gbs(nbytes, base_us), "ratio": ratio(base_us, row["hk_us"])})
     return row

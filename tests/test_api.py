@@ -11,7 +11,7 @@ import torch
 import hopperkit as hk
 from hopperkit.reference import gemm as gemm_ref
 from hopperkit.reference import mla as mla_ref
-from hopperkit.testing import L2Flusher, assert_close, calc_diff, paged_decode_inputs, poison_
+from hopperkit.testing import L2Flusher, assert_close, bench_interleaved, calc_diff, paged_decode_inputs, poison_
 
 
 @pytest.fixture(params=[pytest.param("cpu"), pytest.param("cuda", marks=pytest.mark.gpu)])
@@ -443,3 +443,26 @@ def test_l2_flusher_modes(cuda):
     zeroing = L2Flusher(nbytes=64 << 20, device=cuda, mode="zero")
     zeroing()
     assert int(torch.count_nonzero(zeroing.buf)) == 0
+
+
+@pytest.mark.gpu
+def test_bench_interleaved_takes_turns(cuda):
+    """The benchmark's calls take turns, in reverse order every other round, and each gets its own
+    times: a call doing 50 times the work of another shows a longer median."""
+    x = torch.randn(2048, 2048, device=cuda)
+    order = []
+
+    def long_call():
+        order.append("long")
+        for _ in range(50):
+            x.mul_(1.0)
+
+    def short_call():
+        order.append("short")
+        x.mul_(1.0)
+
+    times = bench_interleaved({"long": long_call, "short": short_call}, warmup=2, iters=4, flush_mode="read")
+    assert order == ["long"] * 2 + ["short"] * 2 + ["long", "short", "short", "long"] * 2
+    assert set(times) == {"long", "short"}
+    assert times["long"]["min_us"] <= times["long"]["median_us"]
+    assert times["long"]["median_us"] > 10 * times["short"]["median_us"] > 0

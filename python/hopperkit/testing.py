@@ -23,7 +23,7 @@ from typing import Callable, Optional
 import torch
 
 __all__ = ["calc_diff", "cos_diff", "assert_close", "poison_", "seeded_generator", "block_scaled_randn",
-           "assert_fp8_gemm_close", "capture_graph", "paged_decode_inputs", "bench", "L2Flusher", "FLUSH_MODES",
+           "assert_fp8_gemm_close", "capture_graph", "paged_decode_inputs", "bench", "bench_interleaved", "L2Flusher", "FLUSH_MODES",
            "warm_up_gpu"]
 
 FP8_QUANT_TOL = 1e-3  # calc_diff vs the product of the unquantized inputs (quantization error included)
@@ -251,18 +251,42 @@ def bench(
     each call starts with none of its data in L2, like a real decode step or layer does;
     ``flush_mode`` says how (``L2Flusher``: "zero" leaves dirty lines, "read" clean ones).
     """
+    return bench_interleaved({"fn": fn}, warmup, iters, flush_l2, flush_mode)["fn"]
+
+
+def bench_interleaved(
+    fns: dict[str, Callable[[], object]],
+    warmup: int = 5,
+    iters: int = 30,
+    flush_l2: bool = True,
+    flush_mode: str = "zero",
+) -> dict[str, dict]:
+    """``bench`` for several calls at once: name → median / min / mean µs of each.
+
+    The calls take turns within one timing loop (each round runs them all, in reverse order every
+    other round), so that they see the same clocks: timed one after the other, the card's power and
+    thermal state drifts between the first call's iterations and the last's, and a ratio between two
+    of them then depends on which ran first.
+    """
     flush = L2Flusher(mode=flush_mode) if flush_l2 else None
-    for _ in range(warmup):
-        fn()
+    names = list(fns)
+    for name in names:
+        for _ in range(warmup):
+            fns[name]()
     torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    events = {name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                     for _ in range(iters)] for name in names}
     for i in range(iters):
-        if flush is not None:
-            flush()
-        starts[i].record()
-        fn()
-        ends[i].record()
+        for name in (names if i % 2 == 0 else names[::-1]):
+            if flush is not None:
+                flush()
+            start, end = events[name][i]
+            start.record()
+            fns[name]()
+            end.record()
     torch.cuda.synchronize()
-    times = sorted(s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends))
-    return {"median_us": times[len(times) // 2], "min_us": times[0], "mean_us": sum(times) / len(times)}
+    result = {}
+    for name in names:
+        times = sorted(s.elapsed_time(e) * 1e3 for s, e in events[name])
+        result[name] = {"median_us": times[len(times) // 2], "min_us": times[0], "mean_us": sum(times) / len(times)}
+    return result
