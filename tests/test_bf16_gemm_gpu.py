@@ -108,6 +108,24 @@ def test_every_instantiation(block_m, block_n, major_a, major_b, monkeypatch, fo
     _run_dense(200, 264, 200, major_a, major_b, out=torch.float32, c_mode="c", key=("tile", block_m, block_n))
 
 
+@pytest.mark.parametrize("major_b", ["k", "mn"])
+@pytest.mark.parametrize("m", [128, 1000])
+def test_b_cache_hint_changes_no_bit(monkeypatch, forbid_reference, m, major_b):
+    """B's L2 policy (HOPPERKIT_GEMM_B_HINT; the BF16 GEMM's default is the normal one) moves only
+    where B's lines stay in L2: the same bits under either policy, K- or MN-major B."""
+    forbid_reference("bf16_gemm_nt")
+    gen = seeded_generator("cuda", "b_hint", m, major_b)
+    n, k = 1032, 640
+    a, b = _randn(gen, m, k), _operand(gen, n, k, major_b)
+    outs = {}
+    for hint in ("normal", "first"):
+        monkeypatch.setenv("HOPPERKIT_GEMM_B_HINT", hint)
+        outs[hint] = poison_(torch.empty(m, n, dtype=torch.bfloat16, device="cuda"))
+        hopperkit.bf16_gemm_nt(a, b, outs[hint])
+    assert torch.equal(outs["normal"], outs["first"])
+    _check(f"B hint M={m} B {major_b}-major", outs["first"], ref_gemm.bf16_gemm_nt(a, b, None))
+
+
 def test_aliases_are_views(forbid_reference):
     """nn/tn/tt pass transposed views: the same result as nt on copies."""
     forbid_reference("bf16_gemm_nt")

@@ -360,6 +360,7 @@ def test_split_k_fixup_knob_must_parse(cuda, monkeypatch):
     ("HOPPERKIT_FP8_GEMM_CONFIG", "128;128;1"),
     ("HOPPERKIT_FP8_GEMM_SPLITS", "0"),
     ("HOPPERKIT_FP8_GEMM_SPLITS", "4k"),
+    ("HOPPERKIT_GEMM_B_HINT", "last"),
     ("HOPPERKIT_BF16_GEMM_CONFIG", "128,256,"),
 ])
 def test_tuning_knob_must_parse(cuda, monkeypatch, var, value):
@@ -376,6 +377,26 @@ def test_tuning_knob_must_parse(cuda, monkeypatch, var, value):
         call = lambda: hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), torch.empty(m, n, dtype=torch.bfloat16, device=cuda))
     with pytest.raises(ValueError, match=var):
         call()
+
+
+# (M, N, K): a split-K decode shape, a one-M-block shape without splits (both EVICT_FIRST by default),
+# and a many-block one (normal by default).
+B_HINT_SHAPES = ((64, 2112, 7168), (7, 24576, 1536), (4097, 2112, 320))
+
+
+@pytest.mark.parametrize("m,n,k", B_HINT_SHAPES, ids=[f"M{m}-N{n}-K{k}" for m, n, k in B_HINT_SHAPES])
+def test_b_cache_hint_changes_no_bit(cuda, monkeypatch, m, n, k):
+    """B's L2 policy (HOPPERKIT_GEMM_B_HINT, chosen per shape by default) moves only where B's
+    lines stay in L2: the same bits under either policy, and the reference's result."""
+    a, b, (a_fp8, sfa), (b_fp8, sfb) = _inputs_1d2d(cuda, m, n, k, "b_hint")
+    outs = {}
+    for hint in ("normal", "first"):
+        monkeypatch.setenv("HOPPERKIT_GEMM_B_HINT", hint)
+        outs[hint] = poison_(torch.empty(m, n, dtype=torch.bfloat16, device=cuda))
+        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), outs[hint])
+    assert torch.equal(outs["normal"], outs["first"])
+    reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, out_dtype=torch.float32)
+    assert_fp8_gemm_close(f"B hint M={m} N={n} K={k}", outs["first"], a.float() @ b.float().t(), reference)
 
 
 @pytest.mark.parametrize("fixup", ["auto", "global"])

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -35,6 +36,20 @@ inline bool parse_int_list(const char* text, std::vector<int>& values) {
     if (*end != ',') return false;
     p = end + 1;
   }
+}
+
+// Whether a GEMM loads B with the EVICT_FIRST L2 policy (the kernels' b_evict_first): `by_default`,
+// unless the tuning knob HOPPERKIT_GEMM_B_HINT=normal|first forces one policy (read per call). The
+// FP8 1d2d GEMM's default is EVICT_FIRST where one M block covers each problem's (or group's) rows, so
+// that every B tile is read once (gemm/fp8_1d2d/README.md "L2 policy of B"); the BF16 GEMM keeps
+// the normal policy (gemm/bf16/README.md says why).
+inline bool gemm_b_evict_first(bool by_default) {
+  if (const char* forced = std::getenv("HOPPERKIT_GEMM_B_HINT")) {
+    const std::string v(forced);
+    HK_CHECK_VALUE(v == "normal" || v == "first", "HOPPERKIT_GEMM_B_HINT must be normal or first, got '", forced, "'");
+    return v == "first";
+  }
+  return by_default;
 }
 
 inline void check_cuda_tensor(const at::Tensor& t, const char* name, at::ScalarType dtype) {

@@ -160,6 +160,7 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
   set_a_2d(p, a, sfa, config.block_m);
   p.tma_b = make_tma_2d(b.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, n, tma_row_stride(b), 128, config.block_n,
                         CU_TENSOR_MAP_SWIZZLE_128B);
+  p.b_evict_first = gemm_b_evict_first(m <= config.block_m);
   p.sfb = sfb.data_ptr<float>();
   p.sfb_stride_n = sfb.stride(0);
   p.sfb_stride_k = sfb.stride(1);
@@ -239,6 +240,7 @@ void m_grouped_fp8_gemm_nt_contiguous_1d2d(const at::Tensor& a, const at::Tensor
   p.layout = gemm::GemmLayout::kMGroupedContiguous;
   set_a_2d(p, a, sfa, config.block_m);
   p.tma_b = grouped_b_map(b, config.block_n);
+  p.b_evict_first = gemm_b_evict_first(m <= config.block_m);
   set_grouped_sfb(p, sfb);
   p.tma_d = d_map_2d(d);
   p.m = static_cast<int>(m);
@@ -308,6 +310,7 @@ void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sf
     p.tma_a = make_tma_nd<3>(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
   }
   p.tma_b = grouped_b_map(b, config.block_n);
+  p.b_evict_first = gemm_b_evict_first(m_max <= config.block_m);
   // SFA as a 2-D [G·⌈K/128⌉, M_max] view of its MN-major storage (row stride align(M_max, 4)).
   p.tma_sfa = make_tma_2d(sfa.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, m_max, g * k_blocks, sfa_ld,
                           p.a_box_rows, 1, CU_TENSOR_MAP_SWIZZLE_NONE);

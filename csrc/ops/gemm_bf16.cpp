@@ -191,6 +191,7 @@ void bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, const st
   gemm::Bf16GemmParams p;
   p.tma_a = dense_operand_map(a, major_a, config.block_m);
   p.tma_b = dense_operand_map(b, major_b, config.block_n);
+  p.b_evict_first = gemm_b_evict_first(false);
   set_output(p, d);
   if (c.has_value() && d.scalar_type() == at::kFloat) {
     // FP32 D: the tiles are added into D, which holds C (copied in first when C is another tensor),
@@ -242,6 +243,7 @@ void m_grouped_bf16_gemm_nt_contiguous(const at::Tensor& a, const at::Tensor& b,
   p.layout = gemm::GemmLayout::kMGroupedContiguous;
   p.tma_a = dense_operand_map(a, gemm::OperandMajor::kK, config.block_m);
   p.tma_b = grouped_operand_map(b, config.block_n);
+  p.b_evict_first = gemm_b_evict_first(false);
   set_output(p, d);
   p.m = static_cast<int>(m);
   p.n = static_cast<int>(n);
@@ -284,6 +286,7 @@ void m_grouped_bf16_gemm_nt_masked(const at::Tensor& a, const at::Tensor& b, at:
   p.layout = gemm::GemmLayout::kMGroupedMasked;
   p.tma_a = grouped_operand_map(a, config.block_m);
   p.tma_b = grouped_operand_map(b, config.block_n);
+  p.b_evict_first = gemm_b_evict_first(false);
   set_output(p, d);
   p.ldd_group = d.size(0) > 1 ? d.stride(0) : 0;
   p.m = static_cast<int>(m_max);
@@ -341,6 +344,7 @@ void k_grouped_bf16_gemm_tn_contiguous(const at::Tensor& a, const at::Tensor& b,
   // with the sizes read on the device (gemm/k_groups.cuh), so the call is CUDA-graph capturable.
   p.tma_a = dense_operand_map(a.t(), gemm::OperandMajor::kMN, config.block_m);
   p.tma_b = dense_operand_map(b.t(), gemm::OperandMajor::kMN, config.block_n);
+  p.b_evict_first = gemm_b_evict_first(false);
   set_output(p, d);
   p.ldd_group = g > 1 ? d.stride(0) : 0;
   if (c.has_value()) {

@@ -15,16 +15,16 @@ namespace hopperkit::gemm {
 // never the next group). MN-major: BLOCK / 64 boxes of 64 K rows × 64 elements, 8 KiB apart.
 template <int kRows, OperandMajor kMajor>
 __device__ __forceinline__ void load_operand(const CUtensorMap* map, uint64_t* full, uint8_t* slot, int k0, int row,
-                                             bool grouped, int group) {
+                                             bool grouped, int group, CacheHint hint = CacheHint::kEvictNormal) {
   if constexpr (kMajor == OperandMajor::kK) {
     if (grouped) {
-      tma_load_3d(map, full, slot, k0, row, group);
+      tma_load_3d(map, full, slot, k0, row, group, hint);
     } else {
-      tma_load_2d(map, full, slot, k0, row);
+      tma_load_2d(map, full, slot, k0, row, hint);
     }
   } else {
 #pragma unroll
-    for (int i = 0; i < kRows / 64; ++i) tma_load_2d(map, full, slot + i * 64 * 128, row + 64 * i, k0);
+    for (int i = 0; i < kRows / 64; ++i) tma_load_2d(map, full, slot + i * 64 * 128, row + 64 * i, k0, hint);
   }
 }
 
@@ -69,13 +69,14 @@ __device__ __forceinline__ void produce_tile(const Bf16GemmParams& p, typename T
   constexpr uint32_t kTxBytes = T::kBytesA + T::kBytesB;
   const bool grouped_a = p.layout == GemmLayout::kMGroupedMasked;
   const bool grouped_b = p.layout != GemmLayout::kNormal;  // k-grouped B is MN-major: one 2-D map
+  const CacheHint b_hint = p.b_evict_first ? CacheHint::kEvictFirst : CacheHint::kEvictNormal;
   for (int kb = 0; kb < num_k_blocks; ++kb) {
     smem.barriers.producer_acquire(st, kTxBytes);
     uint64_t* full = smem.barriers.full_barrier(st);
     const int k0 = (kb_begin + kb) * T::kBlockK;
     load_operand<T::kBlockM, T::kMajorA>(&p.tma_a, full, smem.a[st.stage], k0, rows.a_row, grouped_a, rows.a_group);
     load_operand<T::kBlockN, T::kMajorB>(&p.tma_b, full, smem.b[st.stage], k0, n_block * T::kBlockN, grouped_b,
-                                         rows.group);
+                                         rows.group, b_hint);
     st.advance();
   }
 }

@@ -26,6 +26,9 @@ enum class Bf16GemmOutput : int32_t { kBf16 = 0, kFp32 = 1 };
 enum class Bf16Variant : int32_t { kGeneral = 0, kKGrouped = 1, kMasked = 2 };
 
 struct Bf16GemmParams : GemmProblem {
+  // Load B with the EVICT_FIRST L2 policy. Off unless forced (ops/checks.h gemm_b_evict_first): the
+  // FP8 GEMM's choice measured mixed here (README.md "L2 policy of B").
+  bool b_evict_first = false;
   // K-major operand: [rows, K] map, box [BLOCK_rows, 64], 128B swizzle (A masked: 3-D [G, M_max, K];
   // B m-grouped: 3-D [G, N, K]). MN-major operand: [K, rows] map, box [64, 64] (64 K rows × 64
   // M/N elements), 128B swizzle, loaded BLOCK_rows / 64 times per stage (k-grouped: [ΣK, M], [ΣK, N]).

@@ -56,6 +56,7 @@ __device__ __forceinline__ void produce_tile(const Fp8Gemm1d2dParams& p, typenam
   const bool grouped_b = p.layout != GemmLayout::kNormal;
   const bool grouped_a = p.layout == GemmLayout::kMGroupedMasked;
   const int b_row = n_block * T::kBlockN;
+  const CacheHint b_hint = p.b_evict_first ? CacheHint::kEvictFirst : CacheHint::kEvictNormal;
   // Masked: SFA is viewed as [G·⌈K/128⌉, M_max], the group's K blocks are consecutive rows.
   const int sfa_row = rows.a_group * p.sfa_rows_per_group;
   for (int kb = kb_begin; kb < kb_end; ++kb) {
@@ -69,12 +70,12 @@ __device__ __forceinline__ void produce_tile(const Fp8Gemm1d2dParams& p, typenam
     }
     if constexpr (T::kClusterM == 1) {
       if (grouped_b) {
-        tma_load_3d(&p.tma_b, full, smem.b[st.stage], k0, b_row, rows.group);
+        tma_load_3d(&p.tma_b, full, smem.b[st.stage], k0, b_row, rows.group, b_hint);
       } else {
-        tma_load_2d(&p.tma_b, full, smem.b[st.stage], k0, b_row);
+        tma_load_2d(&p.tma_b, full, smem.b[st.stage], k0, b_row, b_hint);
       }
     } else if (cute::block_rank_in_cluster() == 0) {
-      tma_load_2d_multicast(&p.tma_b, full, smem.b[st.stage], k0, b_row, (1 << T::kClusterM) - 1);
+      tma_load_2d_multicast(&p.tma_b, full, smem.b[st.stage], k0, b_row, (1 << T::kClusterM) - 1, b_hint);
     }
     tma_load_2d(&p.tma_sfa, full, smem.sfa[st.stage], rows.a_row, sfa_row + kb);
     st.advance();

@@ -12,6 +12,12 @@
 namespace hopperkit::gemm {
 
 struct Fp8Gemm1d2dParams : GemmProblem {
+  // Load B with the EVICT_FIRST L2 policy: set where each B tile is read by one work unit only (one
+  // M block per problem or group; K splits read disjoint K ranges), so B streams through L2 without
+  // evicting what other kernels left there (the next kernel's inputs, or dirty lines whose
+  // write-back would share HBM with this kernel's reads). Where several M blocks read a B tile, the
+  // second reads it from L2, and B keeps the normal policy.
+  bool b_evict_first = false;
   CUtensorMap tma_a;    // A   [M, K] fp8, box [BLOCK_M, 128], 128B swizzle (masked: 3-D [G, M_max, K])
   CUtensorMap tma_b;    // B   [N, K] fp8, box [BLOCK_N, 128], 128B swizzle (grouped: 3-D [G, N, K])
   CUtensorMap tma_sfa;  // SFA [⌈K/128⌉, align(M, 4)] f32 (MN-major), box [1, BLOCK_M]
