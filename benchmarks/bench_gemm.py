@@ -28,7 +28,8 @@ each B's bytes, and a one-element op (the time between the events of a call that
 Timing: CUDA events around the whole call (the Python wrapper included), 256 MB L2 flush before each
 timed call, median. A row's hopperkit call and its baselines take turns in one timing loop
 (``hopperkit.testing.bench_interleaved``), so that a ratio does not depend on which ran first on a
-card whose clocks drift with its power and temperature. ``--flush zero`` (the default, DeepGEMM's benchmark
+card whose clocks drift with its power and temperature; they first run together for about 20 ms,
+so that the clocks have come back up from the idle of the row's setup. ``--flush zero`` (the default, DeepGEMM's benchmark
 flush) overwrites the buffer and leaves L2 full of dirty lines whose write-back the next kernel pays
 for; ``--flush read`` reads it and leaves clean lines, as a decode GEMM finds L2 after the previous
 layer's weight reads. Ratio = baseline time / hopperkit time (> 1: hopperkit

@@ -461,8 +461,14 @@ def test_bench_interleaved_takes_turns(cuda):
         order.append("short")
         x.mul_(1.0)
 
-    times = bench_interleaved({"long": long_call, "short": short_call}, warmup=2, iters=4, flush_mode="read")
-    assert order == ["long"] * 2 + ["short"] * 2 + ["long", "short", "short", "long"] * 2
+    times = bench_interleaved({"long": long_call, "short": short_call}, warmup=2, iters=4, flush_mode="read",
+                              warmup_s=0.0)
+    # warm-up calls, one measured warm-up round, the timed rounds
+    assert order == ["long"] * 2 + ["short"] * 2 + ["long", "short"] + ["long", "short", "short", "long"] * 2
     assert set(times) == {"long", "short"}
     assert times["long"]["min_us"] <= times["long"]["median_us"]
     assert times["long"]["median_us"] > 10 * times["short"]["median_us"] > 0
+    # A timed warm-up adds whole rounds before the timed ones.
+    order.clear()
+    bench_interleaved({"long": long_call, "short": short_call}, warmup=0, iters=2, flush_mode="read", warmup_s=0.01)
+    assert len(order) > 2 * 2 + 2 and order[-4:] == ["long", "short", "short", "long"]

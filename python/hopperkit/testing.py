@@ -244,14 +244,16 @@ def bench(
     iters: int = 30,
     flush_l2: bool = True,
     flush_mode: str = "zero",
+    warmup_s: float = 0.02,
 ) -> dict:
     """Median / min / mean time of ``fn()`` in microseconds, CUDA events around each call.
 
     With ``flush_l2`` a 256 MB buffer goes through L2 before every timed call (outside the events), so
     each call starts with none of its data in L2, like a real decode step or layer does;
-    ``flush_mode`` says how (``L2Flusher``: "zero" leaves dirty lines, "read" clean ones).
+    ``flush_mode`` says how (``L2Flusher``: "zero" leaves dirty lines, "read" clean ones). Warm-up:
+    ``warmup`` calls, then about ``warmup_s`` seconds of flushed calls (``bench_interleaved``).
     """
-    return bench_interleaved({"fn": fn}, warmup, iters, flush_l2, flush_mode)["fn"]
+    return bench_interleaved({"fn": fn}, warmup, iters, flush_l2, flush_mode, warmup_s)["fn"]
 
 
 def bench_interleaved(
@@ -260,19 +262,38 @@ def bench_interleaved(
     iters: int = 30,
     flush_l2: bool = True,
     flush_mode: str = "zero",
+    warmup_s: float = 0.02,
 ) -> dict[str, dict]:
     """``bench`` for several calls at once: name → median / min / mean µs of each.
 
     The calls take turns within one timing loop (each round runs them all, in reverse order every
     other round), so that they see the same clocks: timed one after the other, the card's power and
     thermal state drifts between the first call's iterations and the last's, and a ratio between two
-    of them then depends on which ran first.
+    of them then depends on which ran first. Before timing, each call runs ``warmup`` times, then
+    whole rounds (flush included) run for about ``warmup_s`` seconds: the clocks of a card that
+    idled while the host prepared the inputs take milliseconds to come back up, and the first rounds
+    of short calls would otherwise be timed on the way.
     """
     flush = L2Flusher(mode=flush_mode) if flush_l2 else None
     names = list(fns)
     for name in names:
         for _ in range(warmup):
             fns[name]()
+
+    def one_round() -> None:
+        for name in names:
+            if flush is not None:
+                flush()
+            fns[name]()
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    one_round()
+    end.record()
+    end.synchronize()
+    round_s = max(start.elapsed_time(end) / 1e3, 1e-6)
+    for _ in range(min(1000, int(warmup_s / round_s))):
+        one_round()
     torch.cuda.synchronize()
     events = {name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                      for _ in range(iters)] for name in names}
