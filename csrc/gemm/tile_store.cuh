@@ -48,6 +48,8 @@ __device__ __forceinline__ void store_rows_bf16(const TileStoreTarget& target, u
   const int st_row = 16 * warp + 8 * ((lane / 8) % 2) + lane % 8;
   const int st_chunk = lane / 16;
   const uint32_t staging_addr = cute::cast_smem_ptr_to_uint(staging);
+  // Box `box` of this call goes through staging slot (first_box + box) % kBuffers.
+  const auto slot_offset = [first_box](int box) { return ((first_box + box) % kBuffers) * kStoreBoxBytes; };
 #pragma unroll
   for (int round = 0; round < kBoxes / kRound; ++round) {
     // Each box is one bulk group: the kBuffers - kRound newest groups use the other slots.
@@ -56,7 +58,7 @@ __device__ __forceinline__ void store_rows_bf16(const TileStoreTarget& target, u
 #pragma unroll
     for (int i = 0; i < kRound; ++i) {
       const int box = round * kRound + i;
-      const uint32_t buffer = staging_addr + ((first_box + box) % kBuffers) * kStoreBoxBytes;
+      const uint32_t buffer = staging_addr + slot_offset(box);
 #pragma unroll
       for (int pair = 0; pair < kStoreBoxCols / 16; ++pair) {
         const int j = box * (kStoreBoxCols / 8) + 2 * pair;  // 8-column groups j and j + 1
@@ -74,7 +76,7 @@ __device__ __forceinline__ void store_rows_bf16(const TileStoreTarget& target, u
 #pragma unroll
       for (int i = 0; i < kRound; ++i) {
         const int box = round * kRound + i;
-        const uint8_t* box_smem = staging + ((first_box + box) % kBuffers) * kStoreBoxBytes;
+        const uint8_t* box_smem = staging + slot_offset(box);
         const int col = target.col0 + box * kStoreBoxCols;
         if (target.three_d) {
           tma_store_3d(target.map, box_smem, col, target.row0, target.group);
