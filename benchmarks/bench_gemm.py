@@ -27,8 +27,8 @@ each B's bytes, and a one-element op (the time between the events of a call that
 
 Timing: CUDA events around the whole call (the Python wrapper included), 256 MB L2 flush before each
 timed call, median. A row's hopperkit call and its baselines take turns in one timing loop
-(``hopperkit.testing.bench_interleaved``), so that a ratio does not depend on which ran first on a
-card whose clocks drift with its power and temperature; they first run together for about 20 ms,
+(``hopperkit.testing.bench_interleaved``), so that a ratio does not depend on which ran first on
+a card whose clocks drift with its power and temperature; they first run together for about 20 ms,
 so that the clocks have come back up from the idle of the row's setup. ``--flush zero`` (the default, DeepGEMM's benchmark
 flush) overwrites the buffer and leaves L2 full of dirty lines whose write-back the next kernel pays
 for; ``--flush read`` reads it and leaves clean lines, as a decode GEMM finds L2 after the previous
@@ -247,10 +247,8 @@ class Timer:
         timed = bench_interleaved(fns, warmup=5, iters=self.iters, flush_mode=self.flush_mode)
         return {name: t["median_us"] for name, t in timed.items()}
 
-    def hopperkit(self, fn: Callable[[], object], kernel: bool, est_s: float) -> tuple[Optional[float], int]:
-        """(median µs or None when skipped, iterations)."""
-        if kernel:
-            return bench(fn, warmup=5, iters=self.iters, flush_mode=self.flush_mode)["median_us"], self.iters
+    def reference(self, fn: Callable[[], object], est_s: float) -> tuple[Optional[float], int]:
+        """A hopperkit call on its reference path (no kernel): (median µs or None when skipped, iterations)."""
         if est_s > self.ref_cap_s:
             return None, 0
         iters = max(3, min(10, int(self.ref_budget_s / max(est_s, 1e-6))))
@@ -296,7 +294,7 @@ def _measure_hopperkit(timer: Timer, kernel: bool, est: float, call: Callable[[]
         times = timer.together({"hopperkit": timed, **baselines})
         hk_us, hk_iters = times.pop("hopperkit"), timer.iters
     else:
-        hk_us, hk_iters = timer.hopperkit(timed, kernel, est)
+        hk_us, hk_iters = timer.reference(timed, est)
         times = timer.together(baselines)
     return {"flops": flops, "bytes": nbytes, "hk_us": hk_us, "hk_tflops": tflops(flops, hk_us),
             "hk_gbs": gbs(nbytes, hk_us), "hk_iters": hk_iters, "diff": diff, "nan": has_nan,
