@@ -93,16 +93,21 @@ inline constexpr int kMinKBlocksPerSplit = 12;
 // requested). Its split count is an upper bound for the launcher, at most the cluster size of 8.
 inline constexpr int kMinKBlocksPerClusterSplit = 9;
 
-inline int choose_k_splits(int m, int n, int k, const Fp8Gemm1d2dConfig& config, int num_sms,
-                           int min_k_blocks = kMinKBlocksPerSplit, int max_splits = 16) {
-  const long tiles = static_cast<long>((m + config.block_m - 1) / config.block_m) * ((n + config.block_n - 1) / config.block_n);
-  const int k_blocks = (k + 127) / 128;
+// The split count for `tiles` output tiles of `k_blocks` K blocks each (the rule above); every
+// split gets at least one K block.
+inline int choose_k_splits_for_tiles(long tiles, int k_blocks, int num_sms, int min_k_blocks, int max_splits) {
   if (tiles * 2 > num_sms) return 1;
   int splits = static_cast<int>(std::min<long>({num_sms / tiles, k_blocks / min_k_blocks, max_splits}));
   if (splits <= 1) return 1;
   // Every split gets at least one K block: as many splits as the per-split count needs.
   const int per_split = (k_blocks + splits - 1) / splits;
   return (k_blocks + per_split - 1) / per_split;
+}
+
+inline int choose_k_splits(int m, int n, int k, const Fp8Gemm1d2dConfig& config, int num_sms,
+                           int min_k_blocks = kMinKBlocksPerSplit, int max_splits = 16) {
+  const long tiles = static_cast<long>((m + config.block_m - 1) / config.block_m) * ((n + config.block_n - 1) / config.block_n);
+  return choose_k_splits_for_tiles(tiles, (k + 127) / 128, num_sms, min_k_blocks, max_splits);
 }
 
 // Grids of at most two waves (every CTA runs one or two work units) take the one-box-staging

@@ -1,6 +1,7 @@
 // Argument checks shared by the op implementations, and the host-side layout arithmetic they imply.
 #pragma once
 
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
@@ -50,6 +51,29 @@ inline bool gemm_b_evict_first(bool by_default) {
     return v == "first";
   }
   return by_default;
+}
+
+// A split count forced by the tuning knob `var` (HOPPERKIT_FP8_GEMM_SPLITS, HOPPERKIT_BF16_GEMM_SPLITS),
+// or nullopt when it is unset. A positive integer, lowered to the count its per-split share of the
+// `k_blocks` K blocks needs, so that no split is empty (16 splits of 56 blocks run as 14 of 4).
+inline std::optional<int> forced_k_splits(const char* var, int64_t k_blocks) {
+  const char* forced = std::getenv(var);
+  if (forced == nullptr) return std::nullopt;
+  std::vector<int> v;
+  HK_CHECK_VALUE(parse_int_list(forced, v) && v.size() == 1 && v[0] >= 1, var, " must be a positive integer, got '",
+                 forced, "'");
+  const int64_t per_split = ceil_div(k_blocks, v[0]);
+  return static_cast<int>(ceil_div(k_blocks, per_split));
+}
+
+// A fresh nonzero 56-bit epoch for every split-K launch (the kernels' split_epoch,
+// common/sync.cuh epoch_flags_arrive).
+inline uint64_t next_launch_epoch() {
+  static std::atomic<uint64_t> epoch{0};
+  constexpr uint64_t kMask = (uint64_t{1} << 56) - 1;
+  uint64_t e = 0;
+  while (e == 0) e = ++epoch & kMask;
+  return e;
 }
 
 inline void check_cuda_tensor(const at::Tensor& t, const char* name, at::ScalarType dtype) {

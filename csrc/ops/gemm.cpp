@@ -1,6 +1,5 @@
 // GEMM ops.
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -37,15 +36,6 @@ std::optional<bool> apply_config_override(gemm::Fp8Gemm1d2dConfig& config) {
 // The staging variant for a grid of `work_units` (gemm::fp8_1d2d_one_box_staging), unless forced.
 void choose_staging(gemm::Fp8Gemm1d2dConfig& config, int64_t work_units, int64_t num_sms, std::optional<bool> forced) {
   config.one_box_staging = forced.value_or(gemm::fp8_1d2d_one_box_staging(config, work_units, static_cast<int>(num_sms)));
-}
-
-// A fresh nonzero 56-bit epoch for every split-K launch (Fp8Gemm1d2dParams::split_epoch).
-uint64_t next_launch_epoch() {
-  static std::atomic<uint64_t> epoch{0};
-  constexpr uint64_t kMask = (uint64_t{1} << 56) - 1;
-  uint64_t e = 0;
-  while (e == 0) e = ++epoch & kMask;
-  return e;
 }
 
 // Rows of the A and SFA boxes (Fp8Gemm1d2dParams::a_box_rows): a tile never loads more rows than the
@@ -126,11 +116,8 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
     cluster_splits = gemm::choose_k_splits(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), config,
                                            static_cast<int>(num_sms), gemm::kMinKBlocksPerClusterSplit, 8);
   }
-  if (const char* forced = std::getenv("HOPPERKIT_FP8_GEMM_SPLITS")) {
-    std::vector<int> v;
-    HK_CHECK_VALUE(parse_int_list(forced, v) && v.size() == 1 && v[0] >= 1,
-                   "HOPPERKIT_FP8_GEMM_SPLITS must be a positive integer, got '", forced, "'");
-    config.k_splits = cluster_splits = v[0];
+  if (const std::optional<int> forced = forced_k_splits("HOPPERKIT_FP8_GEMM_SPLITS", ceil_div(k, 128))) {
+    config.k_splits = cluster_splits = *forced;
     HK_CHECK_VALUE(config.cluster_m == 1 || config.k_splits == 1, "split-K runs without clusters");
   }
   const int64_t tiles = ceil_div(m, config.block_m) * ceil_div(n, config.block_n);

@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 
 #include "common/sync.cuh"
+#include "gemm/split_k.cuh"
 #include "gemm/tile_store.cuh"
 #include "gemm/fp8_1d2d/mainloop.cuh"
 #include "gemm/fp8_1d2d/traits.h"
@@ -38,76 +39,14 @@ __device__ __forceinline__ void store_tile(const Fp8Gemm1d2dParams& p, typename 
   }
 }
 
-// Split-K: publish this unit's FP32 partial; returns true (with `total` = the sum of every split's
-// partial, in split order, so the result does not depend on which CTA finishes last) when this CTA
-// completed the tile and must store it. The workspace holds each thread's fragment contiguously
-// across threads (coalesced), in the same thread mapping for every split.
+// Split-K through global memory (gemm/split_k.cuh): publish this unit's FP32 partial; returns true,
+// with `total` = the sum of every split's partial in split order, when this CTA completed the tile
+// and must store it.
 template <class T>
 __device__ __forceinline__ bool split_k_fixup(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem, int tile,
                                               int split, float (&total)[T::kWaves][T::kBlockN / 2]) {
-  constexpr int kWaveFrag = T::kBlockN / 2, kFrag = T::kWaves * kWaveFrag;
-  const int thread = threadIdx.x;  // math threads are 0 .. kMathThreads-1
-  float* tile_ws = p.split_workspace + static_cast<int64_t>(tile) * p.k_splits * kFrag * T::kMathThreads;
-  float* mine = tile_ws + static_cast<int64_t>(split) * kFrag * T::kMathThreads + thread;
-#pragma unroll
-  for (int w = 0; w < T::kWaves; ++w) {
-#pragma unroll
-    for (int i = 0; i < kWaveFrag; ++i) __stcg(mine + (w * kWaveFrag + i) * T::kMathThreads, total[w][i]);
-  }
-  __threadfence();  // the partial is visible device-wide before the count says so
-  named_barrier_sync(Fp8GemmBarrier::kSplitPartialsWritten, T::kMathThreads);
-  if (thread == 0) {
-    smem.split_is_last =
-        epoch_flags_arrive(p.split_flags + static_cast<int64_t>(tile) * p.k_splits, split, p.k_splits, p.split_epoch);
-  }
-  named_barrier_sync(Fp8GemmBarrier::kSplitPartialsWritten, T::kMathThreads);
-  if (!smem.split_is_last) return false;
-  __threadfence();
-#pragma unroll
-  for (int w = 0; w < T::kWaves; ++w) {
-#pragma unroll
-    for (int i = 0; i < kWaveFrag; ++i) total[w][i] = 0.0f;
-  }
-  // The partials of narrow tiles (the decode-sized ones, 32 floats per thread) are read two splits
-  // at a time, every load of a batch issued before its first add: a loop that reads one split and
-  // adds it before the next split's loads waits one L2 round trip per split, on the critical path
-  // of every decode-sized call. The adds keep split order, so the sum does not depend on the
-  // batching. A batch of two 64-float fragments spills (ptxas, 128×128 and 64×128), so wider
-  // fragments are read split by split.
-  constexpr int kSplitBatch = kFrag <= 32 ? 64 / kFrag : 1;
-  if constexpr (kSplitBatch == 1) {
-    for (int s = 0; s < p.k_splits; ++s) {
-      const float* part = tile_ws + static_cast<int64_t>(s) * kFrag * T::kMathThreads + thread;
-#pragma unroll
-      for (int w = 0; w < T::kWaves; ++w) {
-#pragma unroll
-        for (int i = 0; i < kWaveFrag; ++i) total[w][i] += __ldcg(part + (w * kWaveFrag + i) * T::kMathThreads);
-      }
-    }
-  } else {
-    for (int s0 = 0; s0 < p.k_splits; s0 += kSplitBatch) {
-      float part[kSplitBatch][kFrag];
-#pragma unroll
-      for (int b = 0; b < kSplitBatch; ++b) {
-        if (s0 + b < p.k_splits) {
-          const float* src = tile_ws + static_cast<int64_t>(s0 + b) * kFrag * T::kMathThreads + thread;
-#pragma unroll
-          for (int i = 0; i < kFrag; ++i) part[b][i] = __ldcg(src + i * T::kMathThreads);
-        }
-      }
-#pragma unroll
-      for (int b = 0; b < kSplitBatch; ++b) {
-        if (s0 + b < p.k_splits) {
-#pragma unroll
-          for (int w = 0; w < T::kWaves; ++w) {
-#pragma unroll
-            for (int i = 0; i < kWaveFrag; ++i) total[w][i] += part[b][w * kWaveFrag + i];
-          }
-        }
-      }
-    }
-  }
-  return true;
+  return split_k_publish_and_sum<T::kMathThreads, T::kWaves, T::kBlockN / 2>(
+      p, tile, split, Fp8GemmBarrier::kSplitPartialsWritten, smem.split_is_last, total);
 }
 
 // Split-K within a cluster (GemmProblem::split_in_cluster): the k_splits units of a tile are
