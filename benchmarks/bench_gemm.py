@@ -86,7 +86,11 @@ WGRAD_K_GROUPED = ((4, 4096, 7168, 4096), (8, 7168, 2048, 4096))  # (G, M, N, K 
 QUICK_WGRAD_DENSE = ((4096, 4096, 7168),)
 QUICK_WGRAD_K_GROUPED = ((4, 4096, 7168, 4096),)
 
-BF16_DENSE = ((4096, 7168, 2048), (4096, 4096, 7168), (128, 7168, 2048))  # (M, N, K)
+# (M, N, K): the two compute-bound shapes of the issue, then decode-sized M on DeepSeek's projection
+# shapes (the split-K and narrow-tile paths).
+BF16_DENSE = ((4096, 7168, 2048), (4096, 4096, 7168), (128, 7168, 2048),
+              (1, 2112, 7168), (64, 2112, 7168), (128, 2112, 7168), (64, 576, 7168), (64, 4096, 7168),
+              (1, 7168, 2048), (64, 7168, 2048), (64, 24576, 1536))
 QUICK_BF16_DENSE = ((4096, 7168, 2048), (4096, 4096, 7168))
 
 FP8_DIFF_TOL = 1e-3

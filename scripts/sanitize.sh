@@ -48,6 +48,8 @@ TESTS=(
   "tests/test_bf16_gemm_gpu.py::test_edge_sizes"
   "tests/test_bf16_gemm_gpu.py::test_masked_large_m_max_few_rows"
   "tests/test_bf16_gemm_gpu.py::test_k_grouped_empty_groups_and_edges"
+  "tests/test_bf16_gemm_gpu.py::test_split_k_forced"
+  "tests/test_bf16_gemm_gpu.py::test_narrow_tile"
   "tests/test_mla_scheduler.py"
   "tests/test_mla_decode_gpu.py::test_causal_rows_without_keys"
   "tests/test_mla_decode_gpu.py::test_cuda_graph_replay_with_new_seqlens"
@@ -57,6 +59,7 @@ TESTS=(
   "tests/test_fp8_gemm_gpu.py::test_split_k_cuda_graph_replay"
   "tests/test_fp8_1d1d_gpu.py::test_k_grouped_graph_replays_other_sizes"
   "tests/test_bf16_gemm_gpu.py::test_masked_cuda_graph_replay"
+  "tests/test_bf16_gemm_gpu.py::test_split_k_cuda_graph_replay"
   "tests/test_quant_kernels.py::test_cuda_graph_capture"
 )
 # MLA decode: the short and ragged sequence lengths, both cache dtypes, split and unsplit.

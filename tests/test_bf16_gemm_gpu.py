@@ -4,7 +4,8 @@ majorness of A and B), ``m_grouped_bf16_gemm_nt_contiguous`` and ``m_grouped_bf1
 Every case draws fresh seeded inputs, poisons D with NaN and checks ``calc_diff`` against
 ``hopperkit.reference.gemm`` (< 1e-5, the BF16 contract in DESIGN.md) and that no NaN is left.
 Dense: DeepGEMM's M list × a sample of its (N, K) list; then each majorness × BF16/FP32 D × no C /
-C / C aliasing D; every compiled tile × majorness (forced through HOPPERKIT_BF16_GEMM_CONFIG); strided
+C / C aliasing D; every compiled tile × majorness (forced through HOPPERKIT_BF16_GEMM_CONFIG); split-K
+forced (HOPPERKIT_BF16_GEMM_SPLITS) under each output path and replayed in a CUDA graph; strided
 operands (TMA-aligned ones run the kernel, unaligned ones the reference); awkward sizes (K not a
 multiple of 64, N a multiple of 8 below a tile, odd N into a padded D). The op's own branches that
 the Python API does not reach (K = 0, PDL) are called directly. Overlapping C and D are refused.
@@ -108,6 +109,16 @@ def test_every_instantiation(block_m, block_n, major_a, major_b, monkeypatch, fo
     _run_dense(200, 264, 200, major_a, major_b, out=torch.float32, c_mode="c", key=("tile", block_m, block_n))
 
 
+def test_narrow_tile(monkeypatch, forbid_reference):
+    """The 64×64 tile (compiled for K-major A and B, the decode-sized M of the normal layout), forced,
+    on the ragged shape of test_every_instantiation, both output paths."""
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", "64,64")
+    forbid_reference("bf16_gemm_nt")
+    _run_dense(200, 264, 200, key=("tile", 64, 64))
+    _run_dense(200, 264, 200, out=torch.float32, c_mode="c", key=("tile", 64, 64))
+    _run_dense(7, 2112, 7168, key=("tile", 64, 64))
+
+
 @pytest.mark.parametrize("major_b", ["k", "mn"])
 @pytest.mark.parametrize("m", [128, 1000])
 def test_b_cache_hint_changes_no_bit(monkeypatch, forbid_reference, m, major_b):
@@ -124,6 +135,89 @@ def test_b_cache_hint_changes_no_bit(monkeypatch, forbid_reference, m, major_b):
         hopperkit.bf16_gemm_nt(a, b, outs[hint])
     assert torch.equal(outs["normal"], outs["first"])
     _check(f"B hint M={m} B {major_b}-major", outs["first"], ref_gemm.bf16_gemm_nt(a, b, None))
+
+
+# (M, N, K, tile, forced splits): split-K (the kSplitK instantiations) on shapes the heuristic
+# would split differently or not at all.
+SPLIT_K_CASES = [
+    (64, 2112, 7168, "64,128", 4),  # a ragged N tile
+    (64, 2112, 7168, "64,64", 4),
+    (1, 7168, 2048, "64,64", 2),
+    (128, 4096, 7168, "128,128", 3),  # uneven: 112 K blocks as 38 + 38 + 36
+    (1, 64, 7168, "64,128", 16),  # one tile, N below the tile
+    (200, 264, 1000, "128,128", 5),  # several M blocks, K not a multiple of 64
+    (7, 576, 200, "64,128", 3),  # 4 K blocks: 3 splits would leave one empty, so 2 run
+]
+
+
+@pytest.mark.parametrize("out,c_mode", [(torch.bfloat16, "none"), (torch.bfloat16, "c"), (torch.float32, "none")])
+@pytest.mark.parametrize("m,n,k,config,splits", SPLIT_K_CASES)
+def test_split_k_forced(m, n, k, config, splits, out, c_mode, monkeypatch, forbid_reference):
+    """Split-K through global memory, forced, under each output path that it takes (BF16 and FP32 D
+    through TMA; C read by the register store), the same bits every call."""
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", config)
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SPLITS", str(splits))
+    forbid_reference("bf16_gemm_nt")
+    gen = seeded_generator("cuda", "split", m, n, k, splits, out, c_mode)
+    a, b = _randn(gen, m, k), _randn(gen, n, k)
+    c = None if c_mode == "none" else _randn(gen, m, n).to(out)
+    ref = ref_gemm.bf16_gemm_nt(a, b, c, out_dtype=out)
+    first = None
+    for _ in range(3):
+        d = poison_(torch.empty(m, n, dtype=out, device="cuda"))
+        hopperkit.bf16_gemm_nt(a, b, d, c=c)
+        _check(f"split {m}x{n}x{k}/{splits} D {out} C {c_mode}", d, ref)
+        if first is None:
+            first = d
+        assert torch.equal(d, first), "split-K result changed between calls"
+
+
+def test_split_k_cuda_graph_replay(monkeypatch, forbid_reference):
+    """A captured split-K GEMM replays with one epoch: its flags must come back clean after every
+    replay, also when the inputs change between replays."""
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", "64,128")
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SPLITS", "4")
+    forbid_reference("bf16_gemm_nt")
+    m, n, k = 64, 2112, 7168
+    gen = seeded_generator("cuda", "split graph")
+    a, b = _randn(gen, m, k), _randn(gen, n, k)
+    d = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+    graph, _ = capture_graph(lambda: hopperkit.bf16_gemm_nt(a, b, d))
+    for replay in range(4):
+        a.copy_(_randn(seeded_generator("cuda", "split graph", replay), m, k))
+        d.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        _check(f"split graph replay {replay}", d, ref_gemm.bf16_gemm_nt(a, b, None))
+
+
+@pytest.mark.parametrize("out,c_mode", [(torch.float32, "c"), (torch.float32, "alias"), (torch.bfloat16, "alias")])
+def test_split_k_only_where_the_store_is_idempotent(out, c_mode, monkeypatch, forbid_reference):
+    """Two units may both complete a tile, so split-K never runs where D is added into (FP32 D with C)
+    or C aliases D: the heuristic does not split such a call (the result is right on a shape it splits
+    otherwise), and a forced count is refused."""
+    forbid_reference("bf16_gemm_nt")
+    m, n, k = 64, 2112, 7168
+    gen = seeded_generator("cuda", "split store", out, c_mode)
+    a, b, c = _randn(gen, m, k), _randn(gen, n, k), _randn(gen, m, n).to(out)
+    ref = ref_gemm.bf16_gemm_nt(a, b, c, out_dtype=out)
+    d = c.clone() if c_mode == "alias" else poison_(torch.empty(m, n, dtype=out, device="cuda"))
+    hopperkit.bf16_gemm_nt(a, b, d, c=d if c_mode == "alias" else c)
+    _check(f"split store D {out} C {c_mode}", d, ref)
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SPLITS", "4")
+    with pytest.raises(ValueError, match="HOPPERKIT_BF16_GEMM_SPLITS"):
+        hopperkit.bf16_gemm_nt(a, b, d, c=d if c_mode == "alias" else c)
+
+
+@pytest.mark.parametrize("config,major_b", [("128,256", "k"), ("64,128", "mn")])
+def test_split_k_needs_a_compiled_kernel(config, major_b, monkeypatch):
+    """A forced split count for a tile or majorness without split-K instantiations is refused."""
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", config)
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SPLITS", "2")
+    gen = seeded_generator("cuda", "split refused", config, major_b)
+    a, b = _randn(gen, 64, 1024), _operand(gen, 512, 1024, major_b)
+    with pytest.raises(RuntimeError, match="split-K"):
+        hopperkit.bf16_gemm_nt(a, b, torch.empty(64, 512, dtype=torch.bfloat16, device="cuda"))
 
 
 def test_aliases_are_views(forbid_reference):

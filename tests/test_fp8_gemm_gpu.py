@@ -362,6 +362,8 @@ def test_split_k_fixup_knob_must_parse(cuda, monkeypatch):
     ("HOPPERKIT_FP8_GEMM_SPLITS", "4k"),
     ("HOPPERKIT_GEMM_B_HINT", "last"),
     ("HOPPERKIT_BF16_GEMM_CONFIG", "128,256,"),
+    ("HOPPERKIT_BF16_GEMM_SPLITS", "0"),
+    ("HOPPERKIT_BF16_GEMM_SPLITS", "2x"),
 ])
 def test_tuning_knob_must_parse(cuda, monkeypatch, var, value):
     """A mistyped tuning knob is an error naming the variable, never a silently different

@@ -101,6 +101,10 @@ struct HalfWgmma<__half, 256> {
 template <int N, cute::SM90::GMMA::Major kMajorA, cute::SM90::GMMA::Major kMajorB>
 struct Bf16SsWgmma;
 template <cute::SM90::GMMA::Major kMajorA, cute::SM90::GMMA::Major kMajorB>
+struct Bf16SsWgmma<64, kMajorA, kMajorB> {
+  using Atom = cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_SS<kMajorA, kMajorB>;
+};
+template <cute::SM90::GMMA::Major kMajorA, cute::SM90::GMMA::Major kMajorB>
 struct Bf16SsWgmma<128, kMajorA, kMajorB> {
   using Atom = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<kMajorA, kMajorB>;
 };

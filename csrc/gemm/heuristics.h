@@ -127,11 +127,54 @@ inline bool fp8_1d2d_one_box_staging(const Fp8Gemm1d2dConfig& config, long work_
 // warpgroups of 64×256, 128 accumulators each) issues the most wgmma work per byte of shared memory
 // and per barrier round trip; 64-row tiles (one math warpgroup) serve decode-sized M.
 // PERF: the efficiencies are first estimates, not yet measured (bench_gemm.py --only bf16).
-inline Bf16GemmConfig choose_bf16_config(int m, int n, int num_sms, int groups = 1) {
+// `narrow`: the 64×64 tile is a candidate too (compiled for the normal layout with K-major operands).
+inline Bf16GemmConfig choose_bf16_config(int m, int n, int num_sms, int groups = 1, bool narrow = false) {
   static constexpr TileCandidate kCandidates[] = {{128, 256, 1.0}, {128, 128, 0.9}, {64, 256, 0.6}, {64, 128, 0.55}};
-  const TileCandidate tile = pick_tile_by_waves(kCandidates, m, n, num_sms, groups);
+  static constexpr TileCandidate kWithNarrow[] = {
+      {128, 256, 1.0}, {128, 128, 0.9}, {64, 256, 0.6}, {64, 128, 0.55}, {64, 64, 0.45}};
+  const TileCandidate tile = narrow ? pick_tile_by_waves(kWithNarrow, m, n, num_sms, groups)
+                                    : pick_tile_by_waves(kCandidates, m, n, num_sms, groups);
   Bf16GemmConfig best{tile.block_m, tile.block_n};
   return best;
+}
+
+// BF16 split-K (Bf16Variant::kSplitK, compiled for the 64×64, 64×128 and 128×128 tiles with K-major
+// operands) by the FP8 rule (choose_k_splits_for_tiles), at least kMinBf16KBlocksPerSplit K blocks
+// of 64 per split. PERF (H200, same runs, µs after the zeroing flush): 64×128 tiles, no split / 2
+// splits: 1×7168×2048 19.1 / 20.9, 64×7168×2048 18.4 / 21.9 (a unit of 16 K blocks loses to the
+// whole tile: the summing unit reads every partial from L2). 64×64 tiles, splits 1/2/3/4/6/8 (6 and
+// 8 at 33 tiles are two waves): 64×2112×7168 25.7/24.4/21.4/21.1/28.3/27.0, 1×2112×7168
+// 28.4/27.0/22.4/21.4/28.8/27.4, 64×576×7168 21.5/22.4/18.7/17.1/16.3/15.0, 64×4096×7168 (64 tiles)
+// 31.6/30.0; torch.mm 18.6, 17.5, 11.7, 25.6. The floor holds 64×576×7168 to 4 splits where 8 ran
+// faster; a lower one would also split K = 2048 over 66 or fewer tiles, which is not measured.
+inline constexpr int kMinBf16KBlocksPerSplit = 24;
+inline int choose_bf16_k_splits(int m, int n, int k, const Bf16GemmConfig& config, int num_sms) {
+  const bool compiled = ((config.block_n == 128 && (config.block_m == 64 || config.block_m == 128)) ||
+                         (config.block_m == 64 && config.block_n == 64)) &&
+                        config.major_a == OperandMajor::kK && config.major_b == OperandMajor::kK;
+  if (!compiled) return 1;
+  const long tiles = static_cast<long>((m + config.block_m - 1) / config.block_m) * ((n + config.block_n - 1) / config.block_n);
+  return choose_k_splits_for_tiles(tiles, (k + 63) / 64, num_sms, kMinBf16KBlocksPerSplit, 16);
+}
+
+// The dense BF16 GEMM's tile and majorness (split count: choose_bf16_k_splits): choose_bf16_config
+// with the narrow 64×64 tile where both operands are K-major, except at M ≤ 32 when that tile would
+// not split K. There its 64-row A box is mostly TMA zero fill, and the 64×128 tile, half as many
+// boxes, is faster. PERF (H200, same runs, µs, both flushes, 64×64 / 64×128): 1×7168×2048
+// 19.6-20.3 / 17.5-18.8; 64×7168×2048 13.8-16.9 / 15.9-18.2; 64×32768×512 15.8-19.2 / 17.7-20.0;
+// split, 1×2112×7168 (4 splits) 20.7-21.5 / 22.5-23.6.
+inline Bf16GemmConfig choose_bf16_dense_config(int m, int n, int k, int num_sms, OperandMajor major_a,
+                                               OperandMajor major_b) {
+  const bool k_major = major_a == OperandMajor::kK && major_b == OperandMajor::kK;
+  Bf16GemmConfig config = choose_bf16_config(m, n, num_sms, 1, /*narrow=*/k_major);
+  config.major_a = major_a;
+  config.major_b = major_b;
+  if (config.block_n == 64 && m <= 32 && choose_bf16_k_splits(m, n, k, config, num_sms) == 1) {
+    config = choose_bf16_config(m, n, num_sms);
+    config.major_a = major_a;
+    config.major_b = major_b;
+  }
+  return config;
 }
 
 }  // namespace hopperkit::gemm

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
@@ -184,10 +185,9 @@ void bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, const st
     return;
   }
 
-  gemm::Bf16GemmConfig config = gemm::choose_bf16_config(static_cast<int>(m), static_cast<int>(n), static_cast<int>(num_sms));
+  gemm::Bf16GemmConfig config = gemm::choose_bf16_dense_config(
+      static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), static_cast<int>(num_sms), major_a, major_b);
   apply_bf16_config_override(config);
-  config.major_a = major_a;
-  config.major_b = major_b;
   gemm::Bf16GemmParams p;
   p.tma_a = dense_operand_map(a, major_a, config.block_m);
   p.tma_b = dense_operand_map(b, major_b, config.block_n);
@@ -207,6 +207,31 @@ void bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, const st
   p.n = static_cast<int>(n);
   p.k = static_cast<int>(k);
   set_tma_store(p, d);
+  // Split-K where the tiles alone leave most SMs idle (decode-sized M; heuristics.h
+  // choose_bf16_k_splits), for outputs whose store is idempotent: two units may both complete a tile
+  // (gemm/split_k.cuh), and neither may then add into D or read a C that the other has overwritten.
+  // HOPPERKIT_BF16_GEMM_SPLITS forces a count (tuning and tests).
+  const bool idempotent_store = !p.add_to_d && !in_place;
+  config.k_splits = idempotent_store ? gemm::choose_bf16_k_splits(static_cast<int>(m), static_cast<int>(n),
+                                                                  static_cast<int>(k), config, static_cast<int>(num_sms))
+                                     : 1;
+  if (const std::optional<int> forced = forced_k_splits("HOPPERKIT_BF16_GEMM_SPLITS", ceil_div(k, 64))) {
+    HK_CHECK_VALUE(*forced == 1 || idempotent_store, "HOPPERKIT_BF16_GEMM_SPLITS: split-K does not run where D is "
+                   "accumulated into (FP32 D with C) or C aliases D");
+    config.k_splits = *forced;
+  }
+  at::Tensor split_workspace;
+  if (config.k_splits > 1) {
+    // Per call (caching allocator), so concurrent GEMMs on other streams never share it; the flags
+    // need no zeroing (a fresh epoch per launch).
+    const int64_t tiles = ceil_div(m, config.block_m) * ceil_div(n, config.block_n);
+    const int64_t partials = tiles * config.k_splits * config.block_m * config.block_n;
+    split_workspace = at::empty({partials + 2 * tiles * config.k_splits}, a.options().dtype(at::kFloat));
+    p.k_splits = config.k_splits;
+    p.split_workspace = split_workspace.data_ptr<float>();
+    p.split_flags = reinterpret_cast<unsigned long long*>(p.split_workspace + partials);
+    p.split_epoch = next_launch_epoch();
+  }
   gemm::run_bf16_gemm(p, config, static_cast<int>(num_sms), pdl, c10::cuda::getCurrentCUDAStream());
 }
 

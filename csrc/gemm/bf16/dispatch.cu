@@ -18,6 +18,10 @@ void dispatch_tile(const Bf16GemmParams& params, Bf16GemmConfig config, int num_
   HK_BF16_CONFIG(128, 128)
   HK_BF16_CONFIG(64, 256)
   HK_BF16_CONFIG(64, 128)
+  // The narrow tile of decode-sized M, compiled for the normal layout's K-major operands only.
+  if constexpr (kMajorA == OperandMajor::kK && kMajorB == OperandMajor::kK && kVariant == Bf16Variant::kGeneral) {
+    HK_BF16_CONFIG(64, 64)
+  }
 #undef HK_BF16_CONFIG
   HK_CHECK(false, "no BF16 GEMM compiled for BLOCK_M=", config.block_m, " BLOCK_N=", config.block_n);
 }
@@ -26,6 +30,17 @@ void dispatch_tile(const Bf16GemmParams& params, Bf16GemmConfig config, int num_
 
 void run_bf16_gemm(const Bf16GemmParams& params, Bf16GemmConfig config, int num_sms, bool pdl, cudaStream_t stream) {
   constexpr OperandMajor K = OperandMajor::kK, MN = OperandMajor::kMN;
+  if (config.k_splits > 1) {
+    HK_CHECK(params.layout == GemmLayout::kNormal && config.major_a == K && config.major_b == K,
+             "BF16 split-K is compiled for the normal layout with K-major A and B");
+    if (config.block_m == 64 && config.block_n == 64)
+      return launch_bf16_gemm<64, 64, K, K, Bf16Variant::kSplitK>(params, num_sms, pdl, stream);
+    if (config.block_m == 64 && config.block_n == 128)
+      return launch_bf16_gemm<64, 128, K, K, Bf16Variant::kSplitK>(params, num_sms, pdl, stream);
+    if (config.block_m == 128 && config.block_n == 128)
+      return launch_bf16_gemm<128, 128, K, K, Bf16Variant::kSplitK>(params, num_sms, pdl, stream);
+    HK_CHECK(false, "no BF16 split-K GEMM compiled for BLOCK_M=", config.block_m, " BLOCK_N=", config.block_n);
+  }
   if (params.layout == GemmLayout::kKGroupedContiguous) {
     HK_CHECK(config.major_a == MN && config.major_b == MN, "the k-grouped BF16 GEMM's operands are MN-major");
     return dispatch_tile<MN, MN, Bf16Variant::kKGrouped>(params, config, num_sms, pdl, stream);

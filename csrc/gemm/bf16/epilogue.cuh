@@ -143,9 +143,11 @@ __device__ __forceinline__ void store_tile(const Bf16GemmParams& p, typename T::
     const TileStoreTarget target{&p.tma_d, p.layout == GemmLayout::kMGroupedMasked, n_block * T::kBlockN,
                                  block.a_row + warpgroup * 64, block.a_group};
     const auto barrier = static_cast<Bf16GemmBarrier>(static_cast<int>(Bf16GemmBarrier::kEpilogueWarpgroup0) + warpgroup);
-    // Both staging boxes per round: one fence and one barrier pair per two boxes.
-    store_rows_bf16<T::kBlockN, T::kStoreBuffers, T::kStoreBuffers>(target, smem.d[warpgroup], barrier, keep_a, keep_b,
-                                                                     acc);
+    // Both staging boxes per round (one fence and one barrier pair per two boxes), where the tile
+    // has two or more.
+    constexpr int kBoxes = T::kBlockN / kStoreBoxCols;
+    constexpr int kRound = kBoxes < T::kStoreBuffers ? kBoxes : T::kStoreBuffers;
+    store_rows_bf16<T::kBlockN, T::kStoreBuffers, kRound>(target, smem.d[warpgroup], barrier, keep_a, keep_b, acc);
   } else if (p.output == Bf16GemmOutput::kFp32) {
     store_tile_from_registers<T, float>(p, warpgroup, rows, block, n_block, acc, empty_sum);
   } else {

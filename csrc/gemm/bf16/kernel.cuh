@@ -9,7 +9,8 @@
 //
 // Pipeline: kStages shared-memory stages, each one 64-wide K block of A and B, guarded by full/empty
 // mbarriers (common/pipeline.cuh). The math warpgroups keep one wgmma batch in flight and release a
-// stage one K block late (mainloop.cuh).
+// stage one K block late (mainloop.cuh). The kSplitK instantiations divide each tile's K blocks among
+// k_splits work units and sum their partials through global memory (gemm/split_k.cuh).
 #pragma once
 
 #include <cutlass/arch/reg_reconfig.h>
@@ -19,6 +20,7 @@
 #include "gemm/bf16/epilogue.cuh"
 #include "gemm/bf16/mainloop.cuh"
 #include "gemm/bf16/traits.h"
+#include "gemm/split_k.cuh"
 #include "gemm/scheduler.cuh"
 
 namespace hopperkit::gemm {
@@ -52,7 +54,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) bf16_gemm_kernel(const __grid_
         int m_block, n_block;
         scheduler.blocks_of(unit, m_block, n_block);
         const Bf16Tile t = resolve_bf16_tile<T>(p, m_block, num_k_blocks);
-        if (t.rows.group >= 0) produce_tile<T>(p, smem, st, t.rows, n_block, t.kb_begin, t.num_kb);
+        if constexpr (T::kSplitK) {
+          const SplitKBlocks kbs = split_k_blocks(num_k_blocks, p.k_splits, scheduler.split_of(unit));
+          produce_tile<T>(p, smem, st, t.rows, n_block, kbs.begin, kbs.count);
+        } else if (t.rows.group >= 0) {
+          produce_tile<T>(p, smem, st, t.rows, n_block, t.kb_begin, t.num_kb);
+        }
       }
     }
   } else {
@@ -69,7 +76,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) bf16_gemm_kernel(const __grid_
       const Bf16Tile t = resolve_bf16_tile<T>(p, m_block, num_k_blocks);
       const int group = __shfl_sync(0xffffffffu, t.rows.group, 0);
       if (group < 0 && p.layout == GemmLayout::kMGroupedMasked) continue;
-      const int num_kb = T::kKGrouped ? __shfl_sync(0xffffffffu, t.num_kb, 0) : num_k_blocks;
+      int num_kb = num_k_blocks;
+      if constexpr (T::kKGrouped) num_kb = __shfl_sync(0xffffffffu, t.num_kb, 0);
+      if constexpr (T::kSplitK) num_kb = split_k_blocks(num_k_blocks, p.k_splits, scheduler.split_of(unit)).count;
       // An empty k-group (no K block) stores D = C + an empty sum; its accumulators are not written
       // here (a non-wgmma definition of them makes ptxas serialise every wgmma, C7515): the
       // epilogue substitutes the sum.
@@ -85,6 +94,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) bf16_gemm_kernel(const __grid_
         mma_tile<T>(smem, st, warpgroup, num_kb, acc, decode_epilogue_rows);
       } else {
         decode_epilogue_rows();
+      }
+      if constexpr (T::kSplitK) {
+        // Only the unit that completes the tile stores it, with every split's sum in `acc`.
+        if (!split_k_publish_and_sum<T::kMathThreads, 1, T::kBlockN / 2>(
+                p, scheduler.tile_of(unit), scheduler.split_of(unit), Bf16GemmBarrier::kSplitPartialsWritten,
+                smem.split_is_last, reinterpret_cast<float(&)[1][T::kBlockN / 2]>(acc))) {
+          continue;
+        }
       }
       store_tile<T>(p, smem, warpgroup, rows, block, n_block, acc, empty_sum);
     }

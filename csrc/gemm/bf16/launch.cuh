@@ -12,7 +12,15 @@ void launch_bf16_gemm(const Bf16GemmParams& params_in, int num_sms, bool pdl, cu
   constexpr bool kKGrouped = T::kKGrouped;
   Bf16GemmParams params = params_in;
   params.sched_rows = scheduled_rows(params, kBlockM);
-  params.k_splits = 1;
+  const int num_k_blocks = (params.k + T::kBlockK - 1) / T::kBlockK;
+  HK_CHECK(params.k_splits == 1 ||
+               (T::kSplitK && params.layout == GemmLayout::kNormal && params.split_workspace != nullptr &&
+                params.split_flags != nullptr && params.split_epoch != 0 && params.split_epoch < (1ull << 56) &&
+                params.k_splits < 256 &&
+                (params.k_splits - 1) * ((num_k_blocks + params.k_splits - 1) / params.k_splits) < num_k_blocks),
+           "split-K runs its own instantiations, in the normal layout, with a workspace, an epoch, fewer than 256 "
+           "splits and no empty split; got ", params.k_splits, " splits of ", num_k_blocks, " K blocks");
+  HK_CHECK(!T::kSplitK || params.layout == GemmLayout::kNormal, "the split-K instantiations are for the normal layout");
   const bool m_grouped =
       params.layout == GemmLayout::kMGroupedContiguous || params.layout == GemmLayout::kMGroupedMasked;
   HK_CHECK(!m_grouped || (kMajorA == OperandMajor::kK && kMajorB == OperandMajor::kK),
@@ -35,10 +43,11 @@ void launch_bf16_gemm(const Bf16GemmParams& params_in, int num_sms, bool pdl, cu
   HK_CHECK(params.layout != GemmLayout::kMGroupedContiguous || kBlockM <= 128,
            "contiguous segments are aligned to 128 rows: BLOCK_M must not exceed 128");
   HK_CHECK(params.k >= 1, "the BF16 GEMM kernel needs K >= 1 (K = 0 is D = C, handled by the op)");
-  const long tiles = static_cast<long>((params.sched_rows + kBlockM - 1) / kBlockM) * ((params.n + kBlockN - 1) / kBlockN);
-  HK_CHECK(tiles < INT32_MAX, "too many tiles for the scheduler: ", tiles);
-  if (tiles == 0) return;
-  launch_kernel(bf16_gemm_kernel<T>, persistent_launch_config<T>(tiles, num_sms, /*cluster_x=*/1, pdl, stream), params);
+  const long units = static_cast<long>((params.sched_rows + kBlockM - 1) / kBlockM) *
+                     ((params.n + kBlockN - 1) / kBlockN) * params.k_splits;
+  HK_CHECK(units < INT32_MAX, "too many work units for the scheduler: ", units);
+  if (units == 0) return;
+  launch_kernel(bf16_gemm_kernel<T>, persistent_launch_config<T>(units, num_sms, /*cluster_x=*/1, pdl, stream), params);
 }
 
 }  // namespace hopperkit::gemm

@@ -22,8 +22,11 @@ enum class Bf16GemmOutput : int32_t { kBf16 = 0, kFp32 = 1 };
 // - kKGrouped: per-group K ranges read on the device, FP32 D added into by reductions;
 // - kMasked: the scheduler hands out only the M blocks with a row before masked_m[g]
 //   (gemm/scheduler.cuh kCompactMasked).
+// - kSplitK: split-K for decode-sized M (normal layout, K-major A and B): each tile's K blocks are
+//   divided among k_splits work units, whose FP32 partials are summed through global memory
+//   (gemm/split_k.cuh).
 // kGeneral runs the normal and m-grouped contiguous layouts.
-enum class Bf16Variant : int32_t { kGeneral = 0, kKGrouped = 1, kMasked = 2 };
+enum class Bf16Variant : int32_t { kGeneral = 0, kKGrouped = 1, kMasked = 2, kSplitK = 3 };
 
 struct Bf16GemmParams : GemmProblem {
   // Load B with the EVICT_FIRST L2 policy. Off unless forced (ops/checks.h gemm_b_evict_first): the
@@ -47,11 +50,17 @@ struct Bf16GemmParams : GemmProblem {
   // (red.global.add), which need no read of D in the math warps (c is then null).
   bool add_to_d = false;
   const int32_t* ks = nullptr;  // k-grouped: [G] K of each group, read on the device (gemm/k_groups.cuh)
+  // Split-K (GemmProblem::k_splits > 1, the kSplitK instantiations): per-call workspace of the
+  // units' partials and flags, and the launch's epoch (gemm/split_k.cuh split_k_publish_and_sum).
+  float* split_workspace = nullptr;           // [tiles · k_splits · BLOCK_M · BLOCK_N]
+  unsigned long long* split_flags = nullptr;  // [tiles · k_splits], any contents
+  unsigned long long split_epoch = 0;         // nonzero, < 2^56, fresh for every launch
 };
 
 // Tile configurations compiled into the library (one instantiation file each).
 struct Bf16GemmConfig {
   int block_m, block_n;
+  int k_splits = 1;  // > 1: split-K (Bf16Variant::kSplitK)
   OperandMajor major_a = OperandMajor::kK, major_b = OperandMajor::kK;
 };
 

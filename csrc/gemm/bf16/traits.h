@@ -17,6 +17,7 @@ enum class Bf16GemmRole { kMath, kProducer };
 // Named barriers of the math warpgroups (ids 1..15; 0 is __syncthreads).
 enum class Bf16GemmBarrier : int {
   kEpilogueWarpgroup0 = 1,  // + warpgroup: that warpgroup's D staging buffer is free / written
+  kSplitPartialsWritten = 3,  // every math thread's split-K partial is stored (second round: the verdict is in smem)
 };
 
 template <int kBlockM_, int kBlockN_, OperandMajor kMajorA_, OperandMajor kMajorB_,
@@ -28,12 +29,15 @@ struct Bf16GemmTraits {
   static constexpr OperandMajor kMajorB = kMajorB_;
   static constexpr bool kKGrouped = kVariant == Bf16Variant::kKGrouped;
   static constexpr bool kMasked = kVariant == Bf16Variant::kMasked;
+  static constexpr bool kSplitK = kVariant == Bf16Variant::kSplitK;
+  static_assert(!kSplitK || (kMajorA == OperandMajor::kK && kMajorB == OperandMajor::kK),
+                "split-K is compiled for K-major operands (the weights of a decode GEMM)");
   static_assert(!kKGrouped || (kMajorA == OperandMajor::kMN && kMajorB == OperandMajor::kMN),
                 "the k-grouped operands are MN-major ([ΣK, M] and [ΣK, N])");
   static_assert(!kMasked || (kMajorA == OperandMajor::kK && kMajorB == OperandMajor::kK),
                 "the masked operands are K-major (MoE activations and weights)");
   static_assert(kBlockM == 64 || kBlockM == 128, "each math warpgroup owns 64 rows (the wgmma M)");
-  static_assert(kBlockN == 128 || kBlockN == 256, "wgmma N of 128 or 256");
+  static_assert(kBlockN == 64 || kBlockN == 128 || kBlockN == 256, "wgmma N of 64, 128 or 256");
   // One K block = 64 bf16 = one 128-byte swizzle row: a K-major tile is [rows × 128 B], an MN-major
   // tile is BLOCK/64 chunks of [64 K rows × 128 B] (64 M/N elements per row), so both layouts are
   // built from 8 KiB pieces holding 64 rows (K-major) or 64 columns (MN-major) of the operand.
@@ -78,6 +82,7 @@ struct Bf16GemmTraits {
     alignas(1024) uint8_t b[kStages][kBytesB];  // [stage][BLOCK_N × 64] bf16, 128B swizzle, 8 KiB pieces
     alignas(1024) uint8_t d[kMathWarpgroups][kBytesD];  // per warpgroup: boxes of [64 rows × 128 B], 128B swizzle
     StageBarriers<kStages> barriers;
+    int split_is_last;  // split-K: this CTA completed the tile's last split (gemm/split_k.cuh)
   };
   static_assert(sizeof(SharedStorage) + 1024 <= 232448, "shared memory over 227 KiB: lower kStages");
   static constexpr int kSmemBytes = sizeof(SharedStorage) + 1024;
