@@ -272,7 +272,10 @@ def bench_interleaved(
     of them then depends on which ran first. Before timing, each call runs ``warmup`` times, then
     whole rounds (flush included) run for about ``warmup_s`` seconds: the clocks of a card that
     idled while the host prepared the inputs take milliseconds to come back up, and the first rounds
-    of short calls would otherwise be timed on the way.
+    of short calls would otherwise be timed on the way. The events time the GPU only while the host
+    stays ahead of it: each flush keeps the GPU busy for 100 µs or more, but calls that carry host
+    work of their own (switching tuning knobs per call, for example) can fall behind on short
+    kernels, and the events then include the wait for the host's launch.
     """
     flush = L2Flusher(mode=flush_mode) if flush_l2 else None
     names = list(fns)
