@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <ATen/MemoryOverlap.h>
+#include <ATen/ops/empty.h>
 #include <ATen/core/Tensor.h>
 #include <cuda_runtime_api.h>
 
@@ -74,6 +75,23 @@ inline uint64_t next_launch_epoch() {
   uint64_t e = 0;
   while (e == 0) e = ++epoch & kMask;
   return e;
+}
+
+// Split-K's workspace (gemm/split_k.cuh) for `k_splits` units of each of `tiles` BLOCK_M × BLOCK_N
+// tiles, set into the kernel parameters `p` with the split count and a fresh epoch: every unit's
+// FP32 partial, then its 8-byte flag (two floats). Allocated per call (caching allocator), so
+// concurrent GEMMs on other streams never share it; the flags need no zeroing (a fresh epoch per
+// launch, common/sync.cuh epoch_flags_arrive). The returned tensor must outlive the launch.
+template <class Params>
+at::Tensor attach_split_k_workspace(Params& p, int64_t tiles, int k_splits, int block_m, int block_n,
+                                    const at::Tensor& like) {
+  const int64_t partials = tiles * k_splits * block_m * block_n;
+  at::Tensor workspace = at::empty({partials + 2 * tiles * k_splits}, like.options().dtype(at::kFloat));
+  p.k_splits = k_splits;
+  p.split_workspace = workspace.data_ptr<float>();
+  p.split_flags = reinterpret_cast<unsigned long long*>(p.split_workspace + partials);
+  p.split_epoch = next_launch_epoch();
+  return workspace;
 }
 
 inline void check_cuda_tensor(const at::Tensor& t, const char* name, at::ScalarType dtype) {

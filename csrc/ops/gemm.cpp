@@ -125,15 +125,7 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
   gemm::Fp8Gemm1d2dParams p;
   at::Tensor split_workspace;
   if (config.k_splits > 1) {
-    // Per call (caching allocator), so concurrent GEMMs on other streams never share it. The
-    // flags (one 8-byte word per unit, after the partials) need no zeroing: a fresh epoch per
-    // launch (epoch_flags_arrive).
-    const int64_t partials = tiles * config.k_splits * config.block_m * config.block_n;
-    split_workspace = at::empty({partials + 2 * tiles * config.k_splits}, a.options().dtype(at::kFloat));
-    p.k_splits = config.k_splits;
-    p.split_workspace = split_workspace.data_ptr<float>();
-    p.split_flags = reinterpret_cast<unsigned long long*>(p.split_workspace + partials);
-    p.split_epoch = next_launch_epoch();
+    split_workspace = attach_split_k_workspace(p, tiles, config.k_splits, config.block_m, config.block_n, a);
   }
   p.max_cluster_splits = cluster_splits;
   // Tuning and tests: `global` keeps the fixup through the workspace where the launcher would

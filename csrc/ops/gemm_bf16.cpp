@@ -222,15 +222,8 @@ void bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, const st
   }
   at::Tensor split_workspace;
   if (config.k_splits > 1) {
-    // Per call (caching allocator), so concurrent GEMMs on other streams never share it; the flags
-    // need no zeroing (a fresh epoch per launch).
-    const int64_t tiles = ceil_div(m, config.block_m) * ceil_div(n, config.block_n);
-    const int64_t partials = tiles * config.k_splits * config.block_m * config.block_n;
-    split_workspace = at::empty({partials + 2 * tiles * config.k_splits}, a.options().dtype(at::kFloat));
-    p.k_splits = config.k_splits;
-    p.split_workspace = split_workspace.data_ptr<float>();
-    p.split_flags = reinterpret_cast<unsigned long long*>(p.split_workspace + partials);
-    p.split_epoch = next_launch_epoch();
+    split_workspace = attach_split_k_workspace(p, ceil_div(m, config.block_m) * ceil_div(n, config.block_n),
+                                               config.k_splits, config.block_m, config.block_n, a);
   }
   gemm::run_bf16_gemm(p, config, static_cast<int>(num_sms), pdl, c10::cuda::getCurrentCUDAStream());
 }
