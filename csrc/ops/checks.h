@@ -67,6 +67,17 @@ inline std::optional<int> forced_k_splits(const char* var, int64_t k_blocks) {
   return static_cast<int>(ceil_div(k_blocks, per_split));
 }
 
+// Whether the tuning knob `var` (HOPPERKIT_FP8_GEMM_SPLIT_FIXUP, HOPPERKIT_BF16_GEMM_SPLIT_FIXUP) keeps
+// split-K's fixup through global memory where the launcher would sum a tile's splits within a
+// cluster: "global"; "auto" or unset: no.
+inline bool global_split_fixup_forced(const char* var) {
+  const char* forced = std::getenv(var);
+  if (forced == nullptr) return false;
+  const std::string v(forced);
+  HK_CHECK_VALUE(v == "auto" || v == "global", var, " must be auto or global, got '", forced, "'");
+  return v == "global";
+}
+
 // A fresh nonzero 56-bit epoch for every split-K launch (the kernels' split_epoch,
 // common/sync.cuh epoch_flags_arrive).
 inline uint64_t next_launch_epoch() {

@@ -130,11 +130,8 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
   p.max_cluster_splits = cluster_splits;
   // Tuning and tests: `global` keeps the fixup through the workspace where the launcher would
   // otherwise sum a tile's splits within a cluster.
-  if (const char* fixup = cluster_splits > 1 ? std::getenv("HOPPERKIT_FP8_GEMM_SPLIT_FIXUP") : nullptr) {
-    const std::string v(fixup);
-    HK_CHECK_VALUE(v == "auto" || v == "global", "HOPPERKIT_FP8_GEMM_SPLIT_FIXUP must be auto or global, got '",
-                   fixup, "'");
-    if (v == "global") p.split_fixup = gemm::Fp8Gemm1d2dParams::SplitFixup::kGlobal;
+  if (cluster_splits > 1 && global_split_fixup_forced("HOPPERKIT_FP8_GEMM_SPLIT_FIXUP")) {
+    p.split_fixup = gemm::Fp8Gemm1d2dParams::SplitFixup::kGlobal;
   }
   set_a_2d(p, a, sfa, config.block_m);
   p.tma_b = make_tma_2d(b.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, n, tma_row_stride(b), 128, config.block_n,

@@ -36,10 +36,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
     tma_prefetch_descriptor(&p.tma_b);
     tma_prefetch_descriptor(&p.tma_sfa);
     tma_prefetch_descriptor(&p.tma_d);
-    if constexpr (T::kSplitInCluster) {
-      smem.split_received.init(1);
-      smem.split_ring_free.init(1);
-    }
+    if constexpr (T::kSplitInCluster) smem.split_cluster.init();
     smem.barriers.init(/*consumer_warps=*/T::kMathThreads / 32, /*producer_arrivals=*/2);
   }
   // With multicast the peer CTA writes into this CTA's stages and arrives on its barriers: both

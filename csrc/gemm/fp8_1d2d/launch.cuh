@@ -1,61 +1,21 @@
 // Launcher of the FP8 1d2d GEMM for one tile configuration.
 #pragma once
 
-#include <algorithm>
-#include <atomic>
-
 #include "common/launch.h"
 #include "gemm/fp8_1d2d/kernel.cuh"
 
 namespace hopperkit::gemm {
 
-// Clusters of `size` CTAs of this kernel that the device runs at once (cached per device; 0 when
-// the query fails).
+// Split-K within a cluster (GemmProblem::split_in_cluster, gemm/split_k_cluster.cuh
+// splits_in_cluster), for the tiles compiled with it: the summing pass costs little, so the split
+// count a tile gets this way is worth more than a higher one through global memory (README.md
+// "Split-K"). 0: none; the global fixup runs the caller's count.
 template <class T>
-int max_active_clusters(int size, int num_sms) {
-  constexpr int kMaxDevices = 64, kMaxSize = 8;
-  static std::atomic<int> cache[kMaxDevices][kMaxSize + 1];  // value + 1; 0: not yet asked
-  int device = 0;
-  HK_CUDA_CHECK(cudaGetDevice(&device));
-  if (device < kMaxDevices && size <= kMaxSize) {
-    if (const int v = cache[device][size].load(std::memory_order_relaxed)) return v - 1;
-  }
-  HK_CUDA_CHECK(cudaFuncSetAttribute(fp8_gemm_1d2d_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     T::kSmemBytes));
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim = {static_cast<unsigned>(size), 1, 1};
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(num_sms - num_sms % size));
-  cfg.blockDim = dim3(T::kThreads);
-  cfg.dynamicSmemBytes = T::kSmemBytes;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, fp8_gemm_1d2d_kernel<T>, &cfg) != cudaSuccess) {
-    (void)cudaGetLastError();  // an unsupported query leaves the global fixup; clear its error
-    clusters = 0;
-  }
-  if (device < kMaxDevices && size <= kMaxSize) cache[device][size].store(clusters + 1, std::memory_order_relaxed);
-  return clusters;
-}
-
-// Split-K within a cluster (GemmProblem::split_in_cluster): the most splits, up to the caller's
-// max_cluster_splits, for which every tile's units form one cluster that the device runs alongside all
-// the others (the fixup waits within a cluster only; a cluster that has to wait for a free GPC would
-// double the call), whose peers' partials fit in the summing CTA's stage ring, and within the
-// portable cluster size of 8. 0: none; the global fixup runs the caller's count. The summing pass
-// costs little, so the split count a tile gets this way is worth more than a higher one through
-// global memory (README.md "Split-K").
-template <class T>
-int splits_in_cluster(long tiles, int k_splits, int num_sms) {
+int fp8_splits_in_cluster(long tiles, int num_k_blocks, int max_splits, int num_sms) {
   if constexpr (!T::kSplitInCluster) {
     return 0;
   } else {
-    for (int s = std::min({k_splits, 8, T::kRingPartials + 1}); s >= 2; --s) {
-      if (tiles * s <= num_sms && tiles <= max_active_clusters<T>(s, num_sms)) return s;
-    }
-    return 0;
+    return splits_in_cluster<T>(fp8_gemm_1d2d_kernel<T>, tiles, num_k_blocks, max_splits, num_sms);
   }
 }
 
@@ -88,7 +48,8 @@ void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params_in, int num_sms, bool 
   params.split_in_cluster = 0;
   if (params.max_cluster_splits > 1 && params.split_fixup == Fp8Gemm1d2dParams::SplitFixup::kAuto) {
     const long output_tiles = tiles / params.k_splits;
-    if (const int s = splits_in_cluster<T>(output_tiles, params.max_cluster_splits, num_sms)) {
+    if (const int s = fp8_splits_in_cluster<T>(output_tiles, (params.k + T::kBlockK - 1) / T::kBlockK,
+                                               params.max_cluster_splits, num_sms)) {
       // One unit per CTA, a tile's splits (consecutive units) one cluster, split = cluster rank.
       params.k_splits = s;
       params.split_in_cluster = 1;

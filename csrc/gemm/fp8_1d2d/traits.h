@@ -5,6 +5,7 @@
 
 #include "common/pipeline.cuh"
 #include "common/warp_specialization.cuh"
+#include "gemm/split_k_cluster.cuh"
 #include "gemm/tile_store.cuh"
 
 namespace hopperkit::gemm {
@@ -93,11 +94,9 @@ struct Fp8Gemm1d2dTraits {
     float2 sfb[kStages];
     StageBarriers<kStages, kClusterM> barriers;
     int split_is_last;  // split-K fixup through global memory: this CTA finished the tile's last split
-    // Split-K fixup within a cluster (GemmProblem::split_in_cluster): on the summing CTA, the
-    // peers' partials arrive into the stage ring, counted on `split_received` once `split_ring_free`
-    // (on each peer) says the ring is no longer read.
-    cutlass::arch::ClusterTransactionBarrier split_received;
-    cutlass::arch::ClusterBarrier split_ring_free;
+    // Split-K fixup within a cluster (GemmProblem::split_in_cluster, gemm/split_k_cluster.cuh):
+    // the peers' partials arrive into the stage ring.
+    SplitKClusterBarriers split_cluster;
   };
   static_assert(sizeof(SharedStorage) + 1024 <= 232448, "shared memory over 227 KiB: lower kStages");
   // Split-K within a cluster (GemmProblem::split_in_cluster), compiled for the decode-sized
