@@ -5,7 +5,8 @@ Every case draws fresh seeded inputs, poisons D with NaN and checks ``calc_diff`
 ``hopperkit.reference.gemm`` (< 1e-5, the BF16 contract in DESIGN.md) and that no NaN is left.
 Dense: DeepGEMM's M list × a sample of its (N, K) list; then each majorness × BF16/FP32 D × no C /
 C / C aliasing D; every compiled tile × majorness (forced through HOPPERKIT_BF16_GEMM_CONFIG); split-K
-forced (HOPPERKIT_BF16_GEMM_SPLITS) under each output path and replayed in a CUDA graph; strided
+forced (HOPPERKIT_BF16_GEMM_SPLITS) with each fixup (HOPPERKIT_BF16_GEMM_SPLIT_FIXUP) under each output
+path, the two fixups bit-equal, and replayed in a CUDA graph; strided
 operands (TMA-aligned ones run the kernel, unaligned ones the reference); awkward sizes (K not a
 multiple of 64, N a multiple of 8 below a tile, odd N into a padded D). The op's own branches that
 the Python API does not reach (K = 0, PDL) are called directly. Overlapping C and D are refused.
@@ -137,26 +138,33 @@ def test_b_cache_hint_changes_no_bit(monkeypatch, forbid_reference, m, major_b):
     _check(f"B hint M={m} B {major_b}-major", outs["first"], ref_gemm.bf16_gemm_nt(a, b, None))
 
 
-# (M, N, K, tile, forced splits): split-K (the kSplitK instantiations) on shapes the heuristic
-# would split differently or not at all.
+# (M, N, K, tile, forced splits, splits within a cluster): split-K (the kSplitK instantiations) on
+# shapes the heuristic would split differently or not at all. The last column is the count the
+# launcher's fixup within a cluster takes on a 132-SM H200 (gemm/split_k_cluster.cuh
+# splits_in_cluster: at most the forced count, 8, and what the stage ring receives, 4 for 128×128 and
+# 7 for 64×128; clusters of 2, 3, 4 and 8 run 66, 39, 30 and 15 at once), 0 where none fits.
 SPLIT_K_CASES = [
-    (64, 2112, 7168, "64,128", 4),  # a ragged N tile
-    (64, 2112, 7168, "64,64", 4),
-    (1, 7168, 2048, "64,64", 2),
-    (128, 4096, 7168, "128,128", 3),  # uneven: 112 K blocks as 38 + 38 + 36
-    (1, 64, 7168, "64,128", 16),  # one tile, N below the tile
-    (200, 264, 1000, "128,128", 5),  # several M blocks, K not a multiple of 64
-    (7, 576, 200, "64,128", 3),  # 4 K blocks: 3 splits would leave one empty, so 2 run
+    (64, 2112, 7168, "64,128", 4, 4),  # a ragged N tile
+    (64, 2112, 7168, "64,64", 4, 3),  # 33 clusters of 4 do not fit in 30
+    (64, 576, 7168, "64,64", 8, 8),
+    (1, 7168, 2048, "64,64", 2, 0),  # 112 tiles: 224 units do not fit in 132 SMs
+    (128, 4096, 7168, "128,128", 3, 3),  # uneven: 112 K blocks as 38 + 38 + 36
+    (1, 64, 7168, "64,128", 16, 7),  # one tile, N below the tile
+    (200, 264, 1000, "128,128", 5, 4),  # several M blocks, K not a multiple of 64: 16 K blocks as 4 × 4
+    (7, 576, 200, "64,128", 3, 2),  # 4 K blocks: 3 splits would leave one empty, so 2 run
 ]
 
 
+@pytest.mark.parametrize("fixup", ["auto", "global"])
 @pytest.mark.parametrize("out,c_mode", [(torch.bfloat16, "none"), (torch.bfloat16, "c"), (torch.float32, "none")])
-@pytest.mark.parametrize("m,n,k,config,splits", SPLIT_K_CASES)
-def test_split_k_forced(m, n, k, config, splits, out, c_mode, monkeypatch, forbid_reference):
-    """Split-K through global memory, forced, under each output path that it takes (BF16 and FP32 D
-    through TMA; C read by the register store), the same bits every call."""
+@pytest.mark.parametrize("m,n,k,config,splits,_", SPLIT_K_CASES)
+def test_split_k_forced(m, n, k, config, splits, _, out, c_mode, fixup, monkeypatch, forbid_reference):
+    """Split-K, forced, with either fixup (within a cluster where one fits, or through global memory)
+    under each output path that it takes (BF16 and FP32 D through TMA; C read by the register
+    store), the same bits every call."""
     monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", config)
     monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SPLITS", str(splits))
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SPLIT_FIXUP", fixup)
     forbid_reference("bf16_gemm_nt")
     gen = seeded_generator("cuda", "split", m, n, k, splits, out, c_mode)
     a, b = _randn(gen, m, k), _randn(gen, n, k)
@@ -166,17 +174,50 @@ def test_split_k_forced(m, n, k, config, splits, out, c_mode, monkeypatch, forbi
     for _ in range(3):
         d = poison_(torch.empty(m, n, dtype=out, device="cuda"))
         hopperkit.bf16_gemm_nt(a, b, d, c=c)
-        _check(f"split {m}x{n}x{k}/{splits} D {out} C {c_mode}", d, ref)
+        _check(f"split {m}x{n}x{k}/{splits} {fixup} D {out} C {c_mode}", d, ref)
         if first is None:
             first = d
         assert torch.equal(d, first), "split-K result changed between calls"
 
 
-def test_split_k_cuda_graph_replay(monkeypatch, forbid_reference):
-    """A captured split-K GEMM replays with one epoch: its flags must come back clean after every
-    replay, also when the inputs change between replays."""
+@pytest.mark.parametrize("m,n,k,config,splits,in_cluster", SPLIT_K_CASES)
+def test_split_k_fixups_agree(m, n, k, config, splits, in_cluster, monkeypatch, forbid_reference):
+    """The cluster fixup adds the partials in the global fixup's order: the same bits as the global
+    fixup run at the split count the cluster path takes (known for a 132-SM H200, see
+    SPLIT_K_CASES; 0 = no cluster path, both run the forced count)."""
+    if torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("the cluster path's split counts in SPLIT_K_CASES are those of a 132-SM H200")
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", config)
+    forbid_reference("bf16_gemm_nt")
+    gen = seeded_generator("cuda", "split fixups", m, n, k)
+    a, b = _randn(gen, m, k), _randn(gen, n, k)
+    out = {}
+    for fixup, count in (("global", in_cluster or splits), ("auto", splits)):
+        monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SPLITS", str(count))
+        monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SPLIT_FIXUP", fixup)
+        out[fixup] = poison_(torch.empty(m, n, dtype=torch.bfloat16, device="cuda"))
+        hopperkit.bf16_gemm_nt(a, b, out[fixup])
+    assert not torch.isnan(out["auto"]).any(), "NaN in D"
+    assert torch.equal(out["global"], out["auto"]), "the two split-K fixups disagree"
+    _check(f"split fixups {m}x{n}x{k}", out["auto"], ref_gemm.bf16_gemm_nt(a, b, None))
+
+
+def test_split_k_fixup_knob_must_parse(monkeypatch):
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SPLITS", "4")
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SPLIT_FIXUP", "dsmem")
+    gen = seeded_generator("cuda", "fixup knob")
+    a, b = _randn(gen, 64, 7168), _randn(gen, 576, 7168)
+    with pytest.raises(ValueError, match="HOPPERKIT_BF16_GEMM_SPLIT_FIXUP"):
+        hopperkit.bf16_gemm_nt(a, b, torch.empty(64, 576, dtype=torch.bfloat16, device="cuda"))
+
+
+@pytest.mark.parametrize("fixup", ["auto", "global"])
+def test_split_k_cuda_graph_replay(fixup, monkeypatch, forbid_reference):
+    """A captured split-K GEMM replays with one epoch: its flags (global fixup) must come back clean
+    after every replay, also when the inputs change between replays."""
     monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", "64,128")
     monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SPLITS", "4")
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SPLIT_FIXUP", fixup)
     forbid_reference("bf16_gemm_nt")
     m, n, k = 64, 2112, 7168
     gen = seeded_generator("cuda", "split graph")

@@ -148,13 +148,21 @@ inline Bf16GemmConfig choose_bf16_config(int m, int n, int num_sms, int groups =
 // 31.6/30.0; torch.mm 18.6, 17.5, 11.7, 25.6. The floor holds 64×576×7168 to 4 splits where 8 ran
 // faster; a lower one would also split K = 2048 over 66 or fewer tiles, which is not measured.
 inline constexpr int kMinBf16KBlocksPerSplit = 24;
-inline int choose_bf16_k_splits(int m, int n, int k, const Bf16GemmConfig& config, int num_sms) {
+// The fixup within a cluster (gemm/split_k_cluster.cuh) saves the global one's L2 round trips, so
+// shorter units pay: at least 18 K blocks of 64, the K range of the FP8 kernel's floor there (9 of
+// 128). Its count is an upper bound for the launcher, at most the cluster size of 8. PERF (H200,
+// same runs, µs, zeroing / reading flush, the launcher's cluster count): 1×576×7168 on 64×64, 4/6/8
+// splits (28/19/14 K blocks): 13.3/12.5/12.7, 14.0/13.0/13.8 (global fixup, 4: 14.3, 15.2; torch.mm
+// 11.8, 10.8); 1×7168×2048 on 64×128, 2 splits of 16 blocks / none: 20.8 / 18.9, 19.6 / 18.0.
+inline constexpr int kMinBf16KBlocksPerClusterSplit = 18;
+inline int choose_bf16_k_splits(int m, int n, int k, const Bf16GemmConfig& config, int num_sms,
+                                int min_k_blocks = kMinBf16KBlocksPerSplit, int max_splits = 16) {
   const bool compiled = ((config.block_n == 128 && (config.block_m == 64 || config.block_m == 128)) ||
                          (config.block_m == 64 && config.block_n == 64)) &&
                         config.major_a == OperandMajor::kK && config.major_b == OperandMajor::kK;
   if (!compiled) return 1;
   const long tiles = static_cast<long>((m + config.block_m - 1) / config.block_m) * ((n + config.block_n - 1) / config.block_n);
-  return choose_k_splits_for_tiles(tiles, (k + 63) / 64, num_sms, kMinBf16KBlocksPerSplit, 16);
+  return choose_k_splits_for_tiles(tiles, (k + 63) / 64, num_sms, min_k_blocks, max_splits);
 }
 
 // The dense BF16 GEMM's tile and majorness (split count: choose_bf16_k_splits): choose_bf16_config
@@ -169,7 +177,8 @@ inline Bf16GemmConfig choose_bf16_dense_config(int m, int n, int k, int num_sms,
   Bf16GemmConfig config = choose_bf16_config(m, n, num_sms, 1, /*narrow=*/k_major);
   config.major_a = major_a;
   config.major_b = major_b;
-  if (config.block_n == 64 && m <= 32 && choose_bf16_k_splits(m, n, k, config, num_sms) == 1) {
+  if (config.block_n == 64 && m <= 32 && choose_bf16_k_splits(m, n, k, config, num_sms) == 1 &&
+      choose_bf16_k_splits(m, n, k, config, num_sms, kMinBf16KBlocksPerClusterSplit, 8) == 1) {
     config = choose_bf16_config(m, n, num_sms);
     config.major_a = major_a;
     config.major_b = major_b;

@@ -210,16 +210,25 @@ void bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, const st
   // Split-K where the tiles alone leave most SMs idle (decode-sized M; heuristics.h
   // choose_bf16_k_splits), for outputs whose store is idempotent: two units may both complete a tile
   // (gemm/split_k.cuh), and neither may then add into D or read a C that the other has overwritten.
-  // HOPPERKIT_BF16_GEMM_SPLITS forces a count (tuning and tests).
+  // Two counts: through the workspace, and the upper bound for the launcher's fixup within a
+  // cluster, whose units may be shorter (gemm/bf16/README.md "Decode-sized M").
+  // HOPPERKIT_BF16_GEMM_SPLITS forces both (tuning and tests); HOPPERKIT_BF16_GEMM_SPLIT_FIXUP=global
+  // keeps the fixup through the workspace.
   const bool idempotent_store = !p.add_to_d && !in_place;
-  config.k_splits = idempotent_store ? gemm::choose_bf16_k_splits(static_cast<int>(m), static_cast<int>(n),
-                                                                  static_cast<int>(k), config, static_cast<int>(num_sms))
-                                     : 1;
+  int cluster_splits = 1;
+  if (idempotent_store) {
+    config.k_splits = gemm::choose_bf16_k_splits(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), config,
+                                                 static_cast<int>(num_sms));
+    cluster_splits = gemm::choose_bf16_k_splits(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), config,
+                                                static_cast<int>(num_sms), gemm::kMinBf16KBlocksPerClusterSplit, 8);
+  }
   if (const std::optional<int> forced = forced_k_splits("HOPPERKIT_BF16_GEMM_SPLITS", ceil_div(k, 64))) {
     HK_CHECK_VALUE(*forced == 1 || idempotent_store, "HOPPERKIT_BF16_GEMM_SPLITS: split-K does not run where D is "
                    "accumulated into (FP32 D with C) or C aliases D");
-    config.k_splits = *forced;
+    config.k_splits = cluster_splits = *forced;
   }
+  if (cluster_splits > 1 && global_split_fixup_forced("HOPPERKIT_BF16_GEMM_SPLIT_FIXUP")) cluster_splits = 1;
+  p.max_cluster_splits = cluster_splits;
   at::Tensor split_workspace;
   if (config.k_splits > 1) {
     split_workspace = attach_split_k_workspace(p, ceil_div(m, config.block_m) * ceil_div(n, config.block_n),

@@ -30,7 +30,9 @@ void dispatch_tile(const Bf16GemmParams& params, Bf16GemmConfig config, int num_
 
 void run_bf16_gemm(const Bf16GemmParams& params, Bf16GemmConfig config, int num_sms, bool pdl, cudaStream_t stream) {
   constexpr OperandMajor K = OperandMajor::kK, MN = OperandMajor::kMN;
-  if (config.k_splits > 1) {
+  // Split-K through global memory (k_splits > 1), or within clusters where the launcher finds they
+  // fit (max_cluster_splits > 1; else the split-K kernel runs the caller's k_splits, 1 included).
+  if (config.k_splits > 1 || params.max_cluster_splits > 1) {
     HK_CHECK(params.layout == GemmLayout::kNormal && config.major_a == K && config.major_b == K,
              "BF16 split-K is compiled for the normal layout with K-major A and B");
     if (config.block_m == 64 && config.block_n == 64)

@@ -10,7 +10,9 @@
 // Pipeline: kStages shared-memory stages, each one 64-wide K block of A and B, guarded by full/empty
 // mbarriers (common/pipeline.cuh). The math warpgroups keep one wgmma batch in flight and release a
 // stage one K block late (mainloop.cuh). The kSplitK instantiations divide each tile's K blocks among
-// k_splits work units and sum their partials through global memory (gemm/split_k.cuh).
+// k_splits work units and sum their partials within a thread-block cluster of a tile's units
+// (gemm/split_k_cluster.cuh; one unit per CTA) or, where the launch cannot be such clusters,
+// through global memory (gemm/split_k.cuh).
 #pragma once
 
 #include <cutlass/arch/reg_reconfig.h>
@@ -21,6 +23,7 @@
 #include "gemm/bf16/mainloop.cuh"
 #include "gemm/bf16/traits.h"
 #include "gemm/split_k.cuh"
+#include "gemm/split_k_cluster.cuh"
 #include "gemm/scheduler.cuh"
 
 namespace hopperkit::gemm {
@@ -36,9 +39,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) bf16_gemm_kernel(const __grid_
     tma_prefetch_descriptor(&p.tma_a);
     tma_prefetch_descriptor(&p.tma_b);
     if (p.tma_store_d) tma_prefetch_descriptor(&p.tma_d);
+    if constexpr (T::kSplitInCluster) smem.split_cluster.init();
     smem.barriers.init(/*consumer_warps=*/T::kMathThreads / 32);
   }
   __syncthreads();
+  // Split-K within a cluster: the peers' barriers must be initialised before the fixup touches
+  // them; the wait is deferred to the fixup (and, for the producer warps, their end), so nothing
+  // before it waits for the other CTAs.
+  if (T::kSplitInCluster && p.split_in_cluster) cute::cluster_arrive_relaxed();
   // With PDL the previous kernel in the stream may still be writing A, B or C.
   pdl_wait_for_prerequisites();
 
@@ -62,6 +70,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bf16_gemm_kernel(const __grid_
         }
       }
     }
+    if (T::kSplitInCluster && p.split_in_cluster) cute::cluster_wait();
   } else {
     cutlass::arch::warpgroup_reg_alloc<T::kMathRegisters>();
     const AccumulatorRows rows(threadIdx.x % 128);
@@ -96,10 +105,22 @@ __global__ void __launch_bounds__(T::kThreads, 1) bf16_gemm_kernel(const __grid_
         decode_epilogue_rows();
       }
       if constexpr (T::kSplitK) {
-        // Only the unit that completes the tile stores it, with every split's sum in `acc`.
-        if (!split_k_publish_and_sum<T::kMathThreads, 1, T::kBlockN / 2>(
-                p, scheduler.tile_of(unit), scheduler.split_of(unit), Bf16GemmBarrier::kSplitPartialsWritten,
-                smem.split_is_last, reinterpret_cast<float(&)[1][T::kBlockN / 2]>(acc))) {
+        if (p.k_splits > 1) {
+          // Only the unit that completes the tile stores it, with every split's sum. The fixup sums
+          // into a copy: a non-wgmma definition of the accumulators makes ptxas serialise every
+          // wgmma of the mainloop (C7515).
+          float frag[1][T::kBlockN / 2];
+#pragma unroll
+          for (int i = 0; i < T::kBlockN / 2; ++i) frag[0][i] = acc[i];
+          const bool sums =
+              p.split_in_cluster
+                  ? split_k_sum_in_cluster<T::kMathThreads, 1, T::kBlockN / 2>(
+                        p.k_splits, scheduler.split_of(unit), &smem.a[0][0], smem.split_cluster,
+                        Bf16GemmBarrier::kSplitPartialsWritten, frag)
+                  : split_k_publish_and_sum<T::kMathThreads, 1, T::kBlockN / 2>(
+                        p, scheduler.tile_of(unit), scheduler.split_of(unit), Bf16GemmBarrier::kSplitPartialsWritten,
+                        smem.split_is_last, frag);
+          if (sums) store_tile<T>(p, smem, warpgroup, rows, block, n_block, frag[0], /*empty_sum=*/false);
           continue;
         }
       }

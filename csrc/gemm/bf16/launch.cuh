@@ -13,6 +13,8 @@ void launch_bf16_gemm(const Bf16GemmParams& params_in, int num_sms, bool pdl, cu
   Bf16GemmParams params = params_in;
   params.sched_rows = scheduled_rows(params, kBlockM);
   const int num_k_blocks = (params.k + T::kBlockK - 1) / T::kBlockK;
+  HK_CHECK(params.max_cluster_splits == 1 || (T::kSplitK && params.layout == GemmLayout::kNormal),
+           "split-K within a cluster runs the split-K instantiations, in the normal layout");
   HK_CHECK(params.k_splits == 1 ||
                (T::kSplitK && params.layout == GemmLayout::kNormal && params.split_workspace != nullptr &&
                 params.split_flags != nullptr && params.split_epoch != 0 && params.split_epoch < (1ull << 56) &&
@@ -47,7 +49,24 @@ void launch_bf16_gemm(const Bf16GemmParams& params_in, int num_sms, bool pdl, cu
                      ((params.n + kBlockN - 1) / kBlockN) * params.k_splits;
   HK_CHECK(units < INT32_MAX, "too many work units for the scheduler: ", units);
   if (units == 0) return;
-  launch_kernel(bf16_gemm_kernel<T>, persistent_launch_config<T>(units, num_sms, /*cluster_x=*/1, pdl, stream), params);
+  long launch_units = units;
+  int cluster = 1;
+  params.split_in_cluster = 0;
+  if constexpr (T::kSplitInCluster) {
+    // One unit per CTA, a tile's splits (consecutive units) one cluster, split = cluster rank. The
+    // caller's k_splits (and workspace) stay for the launches that cannot be such clusters.
+    const long tiles = units / params.k_splits;
+    if (params.max_cluster_splits > 1) {
+      if (const int s = splits_in_cluster<T>(bf16_gemm_kernel<T>, tiles, num_k_blocks, params.max_cluster_splits,
+                                             num_sms)) {
+        params.k_splits = s;
+        params.split_in_cluster = 1;
+        cluster = s;
+        launch_units = tiles * s;
+      }
+    }
+  }
+  launch_kernel(bf16_gemm_kernel<T>, persistent_launch_config<T>(launch_units, num_sms, cluster, pdl, stream), params);
 }
 
 }  // namespace hopperkit::gemm

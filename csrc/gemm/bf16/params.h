@@ -23,8 +23,8 @@ enum class Bf16GemmOutput : int32_t { kBf16 = 0, kFp32 = 1 };
 // - kMasked: the scheduler hands out only the M blocks with a row before masked_m[g]
 //   (gemm/scheduler.cuh kCompactMasked).
 // - kSplitK: split-K for decode-sized M (normal layout, K-major A and B): each tile's K blocks are
-//   divided among k_splits work units, whose FP32 partials are summed through global memory
-//   (gemm/split_k.cuh).
+//   divided among k_splits work units, whose FP32 partials are summed within a thread-block cluster
+//   (gemm/split_k_cluster.cuh) or through global memory (gemm/split_k.cuh).
 // kGeneral runs the normal and m-grouped contiguous layouts.
 enum class Bf16Variant : int32_t { kGeneral = 0, kKGrouped = 1, kMasked = 2, kSplitK = 3 };
 
@@ -55,6 +55,10 @@ struct Bf16GemmParams : GemmProblem {
   float* split_workspace = nullptr;           // [tiles · k_splits · BLOCK_M · BLOCK_N]
   unsigned long long* split_flags = nullptr;  // [tiles · k_splits], any contents
   unsigned long long split_epoch = 0;         // nonzero, < 2^56, fresh for every launch
+  // Split-K: the most splits the launcher may give a tile whose units sum within a cluster instead
+  // (gemm/split_k_cluster.cuh; it then sets k_splits and split_in_cluster); 1: through global memory
+  // only. Last, so that the other fields keep their offsets in every kernel's parameter bank.
+  int max_cluster_splits = 1;
 };
 
 // Tile configurations compiled into the library (one instantiation file each).

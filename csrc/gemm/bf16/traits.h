@@ -7,6 +7,7 @@
 
 #include "common/pipeline.cuh"
 #include "common/warp_specialization.cuh"
+#include "gemm/split_k_cluster.cuh"
 #include "gemm/tile_store.cuh"
 #include "gemm/bf16/params.h"
 
@@ -83,9 +84,20 @@ struct Bf16GemmTraits {
     alignas(1024) uint8_t d[kMathWarpgroups][kBytesD];  // per warpgroup: boxes of [64 rows × 128 B], 128B swizzle
     StageBarriers<kStages> barriers;
     int split_is_last;  // split-K: this CTA completed the tile's last split (gemm/split_k.cuh)
+    // Split-K within a cluster (gemm/split_k_cluster.cuh): the peers' partials arrive into the stage
+    // ring. Last, so the other variants' layout is that of a storage without it.
+    SplitKClusterBarriers split_cluster;
   };
   static_assert(sizeof(SharedStorage) + 1024 <= 232448, "shared memory over 227 KiB: lower kStages");
   static constexpr int kSmemBytes = sizeof(SharedStorage) + 1024;
+
+  // Split-K within a cluster (GemmProblem::split_in_cluster), for every split-K tile (at most 64
+  // values per thread, which the summing pass holds without spilling): one unit's FP32 partial, and
+  // how many of them the A/B stage ring (a then b, contiguous) can receive.
+  static constexpr bool kSplitInCluster = kSplitK;
+  static constexpr int kPartialBytes = kBlockM * kBlockN * 4;
+  static constexpr int kRingPartials = kStages * kStageBytes / kPartialBytes;
+  static_assert(!kSplitInCluster || kBlockN / 2 <= 64, "the summing pass holds at most 64 values per thread");
 };
 
 }  // namespace hopperkit::gemm
