@@ -4,6 +4,7 @@ and agreement with hopperkit.reference. Runs on the CPU, and on the GPU of an SM
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 import torch
@@ -472,3 +473,21 @@ def test_bench_interleaved_takes_turns(cuda):
     order.clear()
     bench_interleaved({"long": long_call, "short": short_call}, warmup=0, iters=2, flush_mode="read", warmup_s=0.01)
     assert len(order) > 2 * 2 + 2 and order[-4:] == ["long", "short", "short", "long"]
+
+
+@pytest.mark.gpu
+def test_bench_interleaved_times_the_gpu_behind_a_slow_host(cuda):
+    """A call whose host side takes 200 µs before it launches a short kernel is timed at the
+    kernel's time when the GPU has that much slack queued before it, and at the host's without."""
+    x = torch.randn(1024, device=cuda)
+
+    def slow_host_call():
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 200e-6:
+            pass
+        x.mul_(1.0)
+
+    kw = dict(warmup=1, iters=10, flush_mode="read", warmup_s=0.0)
+    behind = bench_interleaved({"call": slow_host_call}, host_slack_us=0.0, **kw)["call"]["median_us"]
+    ahead = bench_interleaved({"call": slow_host_call}, host_slack_us=2000.0, **kw)["call"]["median_us"]
+    assert behind > 100.0 > 50.0 > ahead, (behind, ahead)

@@ -263,6 +263,7 @@ def bench_interleaved(
     flush_l2: bool = True,
     flush_mode: str = "zero",
     warmup_s: float = 0.02,
+    host_slack_us: float = 100.0,
 ) -> dict[str, dict]:
     """``bench`` for several calls at once: name → median / min / mean µs of each.
 
@@ -273,20 +274,29 @@ def bench_interleaved(
     whole rounds (flush included) run for about ``warmup_s`` seconds: the clocks of a card that
     idled while the host prepared the inputs take milliseconds to come back up, and the first rounds
     of short calls would otherwise be timed on the way. The events time the GPU only while the host
-    stays ahead of it: each flush keeps the GPU busy for 100 µs or more, but calls that carry host
-    work of their own (switching tuning knobs per call, for example) can fall behind on short
-    kernels, and the events then include the wait for the host's launch.
+    stays ahead of it, so before each call (after its flush) the GPU sleeps for about
+    ``host_slack_us`` (at 2 GHz): the host's launch work for the call, up to that long, then happens
+    while the GPU still has work queued. Without it the flush alone (about 100 µs on an H200) was the
+    slack: in two of three bench_gemm.py runs on an H200, some rows of short kernels came out 1.5-4x
+    slower for both calls of the row, ours and the peer's alike; in the run after the sleep went in,
+    no row did.
     """
     flush = L2Flusher(mode=flush_mode) if flush_l2 else None
+    slack_cycles = int(host_slack_us * 2000)
     names = list(fns)
     for name in names:
         for _ in range(warmup):
             fns[name]()
 
+    def before_call() -> None:
+        if flush is not None:
+            flush()
+        if slack_cycles > 0:
+            torch.cuda._sleep(slack_cycles)
+
     def one_round() -> None:
         for name in names:
-            if flush is not None:
-                flush()
+            before_call()
             fns[name]()
 
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -302,8 +312,7 @@ def bench_interleaved(
                      for _ in range(iters)] for name in names}
     for i in range(iters):
         for name in (names if i % 2 == 0 else names[::-1]):
-            if flush is not None:
-                flush()
+            before_call()
             start, end = events[name][i]
             start.record()
             fns[name]()
