@@ -211,6 +211,76 @@ def test_split_k_fixup_knob_must_parse(monkeypatch):
         hopperkit.bf16_gemm_nt(a, b, torch.empty(64, 576, dtype=torch.bfloat16, device="cuda"))
 
 
+# (M, N, K): the swapped decode GEMM (M ≤ 32, K-major, no C) at each of its token widths (8, 16,
+# 32), M below and at each width, ragged N (not a multiple of the 64 weight rows), K not a multiple
+# of 64, and the heuristic's split and unsplit shapes.
+SWAP_AB_CASES = [(1, 576, 7168), (2, 2112, 7168), (7, 264, 1000), (8, 7168, 2048), (9, 4096, 7168),
+                 (16, 200, 136), (17, 576, 7168), (31, 1000, 2048), (32, 2112, 7168)]
+
+
+@pytest.mark.parametrize("fixup", ["auto", "global"])
+@pytest.mark.parametrize("out", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("m,n,k", SWAP_AB_CASES)
+def test_swap_ab_decode(m, n, k, out, fixup, monkeypatch, forbid_reference):
+    """The swapped decode GEMM writes D = A·Bᵀ transposed from its Dᵀ tiles: every element of D, and
+    none of the row padding of a strided D (poisoned around it), the same bits every call."""
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SPLIT_FIXUP", fixup)
+    forbid_reference("bf16_gemm_nt")
+    gen = seeded_generator("cuda", "swap", m, n, k, out)
+    a, b = _randn(gen, m, k), _randn(gen, n, k)
+    ref = ref_gemm.bf16_gemm_nt(a, b, None, out_dtype=out)
+    first = None
+    for _ in range(2):
+        wide = poison_(torch.empty(m, n + 72, dtype=out, device="cuda"))
+        d = wide[:, 8:8 + n]  # rows of n + 72 elements, 16-byte aligned
+        hopperkit.bf16_gemm_nt(a, b, d)
+        _check(f"swap {m}x{n}x{k} {fixup} D {out}", d, ref)
+        assert torch.isnan(wide[:, :8]).all() and torch.isnan(wide[:, 8 + n:]).all(), "wrote outside D"
+        if first is None:
+            first = d.clone()
+        assert torch.equal(d, first), "swapped result changed between calls"
+
+
+# (M, N, K, forced splits): counts whose clusters fit on a 132-SM H200 (30 clusters of 4, 39 of 3,
+# 15 of 8 at once), so both fixups run the same count.
+SWAP_AB_SPLIT_CASES = [(1, 576, 7168, 8), (1, 2112, 7168, 3), (17, 576, 7168, 4), (32, 264, 1000, 4)]
+
+
+@pytest.mark.parametrize("m,n,k,splits", SWAP_AB_SPLIT_CASES)
+def test_swap_ab_split_fixups_agree(m, n, k, splits, monkeypatch, forbid_reference):
+    """The swapped GEMM's forced split count under both fixups: the same bits, and the reference's
+    result."""
+    if torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("the cluster counts of SWAP_AB_SPLIT_CASES are those of a 132-SM H200")
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SPLITS", str(splits))
+    forbid_reference("bf16_gemm_nt")
+    gen = seeded_generator("cuda", "swap split", m, n, k)
+    a, b = _randn(gen, m, k), _randn(gen, n, k)
+    out = {}
+    for fixup in ("auto", "global"):
+        monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SPLIT_FIXUP", fixup)
+        out[fixup] = poison_(torch.empty(m, n, dtype=torch.bfloat16, device="cuda"))
+        hopperkit.bf16_gemm_nt(a, b, out[fixup])
+    _check(f"swap split {m}x{n}x{k}/{splits}", out["auto"], ref_gemm.bf16_gemm_nt(a, b, None))
+    assert torch.equal(out["global"], out["auto"]), "the two split-K fixups disagree"
+
+
+def test_swap_ab_knob(monkeypatch, forbid_reference):
+    """HOPPERKIT_BF16_GEMM_SWAP_AB=off runs the normal kernels on a shape the swapped one takes (the
+    same function), and a mistyped value is an error naming the variable."""
+    forbid_reference("bf16_gemm_nt")
+    gen = seeded_generator("cuda", "swap knob")
+    a, b = _randn(gen, 4, 2048), _randn(gen, 576, 2048)
+    ref = ref_gemm.bf16_gemm_nt(a, b, None)
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SWAP_AB", "off")
+    d = poison_(torch.empty(4, 576, dtype=torch.bfloat16, device="cuda"))
+    hopperkit.bf16_gemm_nt(a, b, d)
+    _check("swap off", d, ref)
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SWAP_AB", "on")
+    with pytest.raises(ValueError, match="HOPPERKIT_BF16_GEMM_SWAP_AB"):
+        hopperkit.bf16_gemm_nt(a, b, d)
+
+
 @pytest.mark.parametrize("fixup", ["auto", "global"])
 def test_split_k_cuda_graph_replay(fixup, monkeypatch, forbid_reference):
     """A captured split-K GEMM replays with one epoch: its flags (global fixup) must come back clean

@@ -100,6 +100,19 @@ struct HalfWgmma<__half, 256> {
 // instruction's transpose bits, valid for 16-bit types only), FP32 accumulators.
 template <int N, cute::SM90::GMMA::Major kMajorA, cute::SM90::GMMA::Major kMajorB>
 struct Bf16SsWgmma;
+// N = 8, 16, 32: the token columns of the swapped decode GEMM (gemm/bf16/README.md "Swap-AB").
+template <cute::SM90::GMMA::Major kMajorA, cute::SM90::GMMA::Major kMajorB>
+struct Bf16SsWgmma<8, kMajorA, kMajorB> {
+  using Atom = cute::SM90::GMMA::MMA_64x8x16_F32BF16BF16_SS<kMajorA, kMajorB>;
+};
+template <cute::SM90::GMMA::Major kMajorA, cute::SM90::GMMA::Major kMajorB>
+struct Bf16SsWgmma<16, kMajorA, kMajorB> {
+  using Atom = cute::SM90::GMMA::MMA_64x16x16_F32BF16BF16_SS<kMajorA, kMajorB>;
+};
+template <cute::SM90::GMMA::Major kMajorA, cute::SM90::GMMA::Major kMajorB>
+struct Bf16SsWgmma<32, kMajorA, kMajorB> {
+  using Atom = cute::SM90::GMMA::MMA_64x32x16_F32BF16BF16_SS<kMajorA, kMajorB>;
+};
 template <cute::SM90::GMMA::Major kMajorA, cute::SM90::GMMA::Major kMajorB>
 struct Bf16SsWgmma<64, kMajorA, kMajorB> {
   using Atom = cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_SS<kMajorA, kMajorB>;

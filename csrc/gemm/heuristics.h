@@ -157,12 +157,24 @@ inline constexpr int kMinBf16KBlocksPerSplit = 24;
 inline constexpr int kMinBf16KBlocksPerClusterSplit = 18;
 inline int choose_bf16_k_splits(int m, int n, int k, const Bf16GemmConfig& config, int num_sms,
                                 int min_k_blocks = kMinBf16KBlocksPerSplit, int max_splits = 16) {
-  const bool compiled = ((config.block_n == 128 && (config.block_m == 64 || config.block_m == 128)) ||
-                         (config.block_m == 64 && config.block_n == 64)) &&
-                        config.major_a == OperandMajor::kK && config.major_b == OperandMajor::kK;
+  const bool tile = config.swap_ab ? config.block_m == 64 && (config.block_n == 8 || config.block_n == 16 ||
+                                                               config.block_n == 32)
+                                   : (config.block_n == 128 && (config.block_m == 64 || config.block_m == 128)) ||
+                                         (config.block_m == 64 && config.block_n == 64);
+  const bool compiled = tile && config.major_a == OperandMajor::kK && config.major_b == OperandMajor::kK;
   if (!compiled) return 1;
   const long tiles = static_cast<long>((m + config.block_m - 1) / config.block_m) * ((n + config.block_n - 1) / config.block_n);
   return choose_k_splits_for_tiles(tiles, (k + 63) / 64, num_sms, min_k_blocks, max_splits);
+}
+
+// The swapped decode GEMM (Bf16Variant::kSwapAB) for M ≤ kMaxBf16SwapAbRows tokens with K-major
+// operands and no C: 64 weight rows × the fewest token columns (8, 16 or 32) that hold M. Its
+// problem is the swapped one (m = N, n = M) for choose_bf16_k_splits.
+inline constexpr int kMaxBf16SwapAbRows = 32;
+inline Bf16GemmConfig choose_bf16_swap_ab_config(int m) {
+  Bf16GemmConfig config{64, m <= 8 ? 8 : m <= 16 ? 16 : 32};
+  config.swap_ab = true;
+  return config;
 }
 
 // The dense BF16 GEMM's tile and majorness (split count: choose_bf16_k_splits): choose_bf16_config

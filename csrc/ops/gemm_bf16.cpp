@@ -152,6 +152,61 @@ void check_grouped_operand(const at::Tensor& x, const char* name) {
                  "16-byte aligned base (TMA), got shape ", x.sizes(), " strides ", x.strides());
 }
 
+// Split-K's two counts for `config` on an m × n × k problem (through the workspace, and the upper
+// bound for the launcher's fixup within a cluster; gemm/bf16/README.md "Decode-sized M"), both
+// forced by HOPPERKIT_BF16_GEMM_SPLITS, the cluster one dropped by HOPPERKIT_BF16_GEMM_SPLIT_FIXUP=global,
+// and the workspace for the first. `split`: the store is idempotent (else neither splits).
+at::Tensor set_k_splits(gemm::Bf16GemmParams& p, gemm::Bf16GemmConfig& config, int64_t m, int64_t n, int64_t k,
+                        int64_t num_sms, bool split, const at::Tensor& like) {
+  int cluster_splits = 1;
+  config.k_splits = 1;
+  if (split) {
+    config.k_splits = gemm::choose_bf16_k_splits(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), config,
+                                                 static_cast<int>(num_sms));
+    cluster_splits = gemm::choose_bf16_k_splits(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), config,
+                                                static_cast<int>(num_sms), gemm::kMinBf16KBlocksPerClusterSplit, 8);
+  }
+  if (const std::optional<int> forced = forced_k_splits("HOPPERKIT_BF16_GEMM_SPLITS", ceil_div(k, 64))) {
+    HK_CHECK_VALUE(*forced == 1 || split, "HOPPERKIT_BF16_GEMM_SPLITS: split-K does not run where D is "
+                   "accumulated into (FP32 D with C) or C aliases D");
+    config.k_splits = cluster_splits = *forced;
+  }
+  if (cluster_splits > 1 && global_split_fixup_forced("HOPPERKIT_BF16_GEMM_SPLIT_FIXUP")) cluster_splits = 1;
+  p.max_cluster_splits = cluster_splits;
+  if (config.k_splits == 1) return {};
+  return attach_split_k_workspace(p, ceil_div(m, config.block_m) * ceil_div(n, config.block_n), config.k_splits,
+                                  config.block_m, config.block_n, like);
+}
+
+// Whether the swapped decode GEMM (Bf16Variant::kSwapAB) takes this call: M ≤ 32 rows, K-major A
+// and B, no C, no tile forced by HOPPERKIT_BF16_GEMM_CONFIG; HOPPERKIT_BF16_GEMM_SWAP_AB=off keeps
+// the normal kernels (tuning and tests).
+bool swap_ab_takes(int64_t m, gemm::OperandMajor major_a, gemm::OperandMajor major_b, bool has_c) {
+  if (const char* forced = std::getenv("HOPPERKIT_BF16_GEMM_SWAP_AB")) {
+    const std::string v(forced);
+    HK_CHECK_VALUE(v == "auto" || v == "off", "HOPPERKIT_BF16_GEMM_SWAP_AB must be auto or off, got '", forced, "'");
+    if (v == "off") return false;
+  }
+  return m <= gemm::kMaxBf16SwapAbRows && major_a == gemm::OperandMajor::kK && major_b == gemm::OperandMajor::kK &&
+         !has_c && std::getenv("HOPPERKIT_BF16_GEMM_CONFIG") == nullptr;
+}
+
+// D [M, N] = A·Bᵀ as Dᵀ = B·Aᵀ: the kernel's "A" is the weights B in 64-row tiles, its "B" the M
+// token rows of A, and it stores the tiles transposed (gemm/bf16/README.md "Swap-AB").
+void bf16_gemm_swapped(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, int64_t m, int64_t n, int64_t k,
+                       int64_t num_sms, bool pdl) {
+  gemm::Bf16GemmConfig config = gemm::choose_bf16_swap_ab_config(static_cast<int>(m));
+  gemm::Bf16GemmParams p;
+  p.tma_a = dense_operand_map(b, gemm::OperandMajor::kK, config.block_m);
+  p.tma_b = dense_operand_map(a, gemm::OperandMajor::kK, config.block_n);
+  set_output(p, d);
+  p.m = static_cast<int>(n);
+  p.n = static_cast<int>(m);
+  p.k = static_cast<int>(k);
+  const at::Tensor split_workspace = set_k_splits(p, config, n, m, k, num_sms, /*split=*/true, a);
+  gemm::run_bf16_gemm(p, config, static_cast<int>(num_sms), pdl, c10::cuda::getCurrentCUDAStream());
+}
+
 }  // namespace
 
 void bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, const std::optional<at::Tensor>& c,
@@ -184,6 +239,7 @@ void bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, const st
     }
     return;
   }
+  if (swap_ab_takes(m, major_a, major_b, c.has_value())) return bf16_gemm_swapped(a, b, d, m, n, k, num_sms, pdl);
 
   gemm::Bf16GemmConfig config = gemm::choose_bf16_dense_config(
       static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), static_cast<int>(num_sms), major_a, major_b);
@@ -209,31 +265,10 @@ void bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, const st
   set_tma_store(p, d);
   // Split-K where the tiles alone leave most SMs idle (decode-sized M; heuristics.h
   // choose_bf16_k_splits), for outputs whose store is idempotent: two units may both complete a tile
-  // (gemm/split_k.cuh), and neither may then add into D or read a C that the other has overwritten.
-  // Two counts: through the workspace, and the upper bound for the launcher's fixup within a
-  // cluster, whose units may be shorter (gemm/bf16/README.md "Decode-sized M").
-  // HOPPERKIT_BF16_GEMM_SPLITS forces both (tuning and tests); HOPPERKIT_BF16_GEMM_SPLIT_FIXUP=global
-  // keeps the fixup through the workspace.
-  const bool idempotent_store = !p.add_to_d && !in_place;
-  int cluster_splits = 1;
-  if (idempotent_store) {
-    config.k_splits = gemm::choose_bf16_k_splits(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), config,
-                                                 static_cast<int>(num_sms));
-    cluster_splits = gemm::choose_bf16_k_splits(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), config,
-                                                static_cast<int>(num_sms), gemm::kMinBf16KBlocksPerClusterSplit, 8);
-  }
-  if (const std::optional<int> forced = forced_k_splits("HOPPERKIT_BF16_GEMM_SPLITS", ceil_div(k, 64))) {
-    HK_CHECK_VALUE(*forced == 1 || idempotent_store, "HOPPERKIT_BF16_GEMM_SPLITS: split-K does not run where D is "
-                   "accumulated into (FP32 D with C) or C aliases D");
-    config.k_splits = cluster_splits = *forced;
-  }
-  if (cluster_splits > 1 && global_split_fixup_forced("HOPPERKIT_BF16_GEMM_SPLIT_FIXUP")) cluster_splits = 1;
-  p.max_cluster_splits = cluster_splits;
-  at::Tensor split_workspace;
-  if (config.k_splits > 1) {
-    split_workspace = attach_split_k_workspace(p, ceil_div(m, config.block_m) * ceil_div(n, config.block_n),
-                                               config.k_splits, config.block_m, config.block_n, a);
-  }
+  // through the global fixup (gemm/split_k.cuh), and neither may then add into D or read a C that
+  // the other has overwritten.
+  const at::Tensor split_workspace =
+      set_k_splits(p, config, m, n, k, num_sms, /*split=*/!p.add_to_d && !in_place, a);
   gemm::run_bf16_gemm(p, config, static_cast<int>(num_sms), pdl, c10::cuda::getCurrentCUDAStream());
 }
 

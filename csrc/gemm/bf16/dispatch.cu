@@ -30,6 +30,14 @@ void dispatch_tile(const Bf16GemmParams& params, Bf16GemmConfig config, int num_
 
 void run_bf16_gemm(const Bf16GemmParams& params, Bf16GemmConfig config, int num_sms, bool pdl, cudaStream_t stream) {
   constexpr OperandMajor K = OperandMajor::kK, MN = OperandMajor::kMN;
+  if (config.swap_ab) {
+    HK_CHECK(params.layout == GemmLayout::kNormal && config.major_a == K && config.major_b == K && config.block_m == 64,
+             "the swapped decode GEMM is compiled for the normal layout with K-major A and B and 64 weight rows");
+    if (config.block_n == 8) return launch_bf16_gemm<64, 8, K, K, Bf16Variant::kSwapAB>(params, num_sms, pdl, stream);
+    if (config.block_n == 16) return launch_bf16_gemm<64, 16, K, K, Bf16Variant::kSwapAB>(params, num_sms, pdl, stream);
+    if (config.block_n == 32) return launch_bf16_gemm<64, 32, K, K, Bf16Variant::kSwapAB>(params, num_sms, pdl, stream);
+    HK_CHECK(false, "no swapped BF16 decode GEMM compiled for ", config.block_n, " token columns");
+  }
   // Split-K through global memory (k_splits > 1), or within clusters where the launcher finds they
   // fit (max_cluster_splits > 1; else the split-K kernel runs the caller's k_splits, 1 included).
   if (config.k_splits > 1 || params.max_cluster_splits > 1) {

@@ -120,6 +120,31 @@ __device__ __forceinline__ void store_tile_from_registers(const Bf16GemmParams& 
 
 namespace hopperkit::gemm {
 
+// The swapped decode kernels (Bf16Variant::kSwapAB) hold a tile of Dᵀ: rows are columns of D (the
+// weights' rows, the scheduler's M), columns are rows of D (tokens, the scheduler's N). Each value
+// goes to D[token][weight row] from registers: for one token the eight lanes of a quad-row group hold
+// eight consecutive columns of D, so a warp's stores are 16-byte runs, and D is a few KiB at these M.
+// D without C only (the host's choice), BF16 or FP32.
+template <class T, class Out>
+__device__ __forceinline__ void store_tile_transposed(const Bf16GemmParams& p, AccumulatorRows rows,
+                                                      const MBlockRows& block, int n_block,
+                                                      const float (&acc)[T::kBlockN / 2]) {
+  const int w_a = block.a_row + rows.row0, w_b = w_a + 8;  // columns of D
+  const bool in_a = rows.row0 < block.store_rows, in_b = rows.row0 + 8 < block.store_rows;
+  Out* d = static_cast<Out*>(p.d);
+#pragma unroll
+  for (int j = 0; j < T::kBlockN / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int token = n_block * T::kBlockN + rows.col0 + 8 * j + e;  // a row of D
+      if (token >= p.n) continue;
+      Out* d_row = d + static_cast<int64_t>(token) * p.ldd;
+      if (in_a) d_row[w_a] = OutputPair<Out>::from_float(acc[4 * j + e]);
+      if (in_b) d_row[w_b] = OutputPair<Out>::from_float(acc[4 * j + 2 + e]);
+    }
+  }
+}
+
 // The output path of one warpgroup's rows: through TMA (stores, or for FP32 D holding C reduce-adds;
 // both overlap the next tile's mainloop) when the host built the map (p.tma_store_d), otherwise
 // stores from registers (BF16 D with C, a D whose rows TMA cannot clip exactly).
@@ -127,31 +152,39 @@ template <class T>
 __device__ __forceinline__ void store_tile(const Bf16GemmParams& p, typename T::SharedStorage& smem, int warpgroup,
                                            AccumulatorRows rows, const MBlockRows& block, int n_block,
                                            const float (&acc)[T::kBlockN / 2], bool empty_sum) {
-  if (p.tma_store_d && p.output == Bf16GemmOutput::kFp32) {
-    // Normal and k-grouped layouts only (the host's choice): every stored row holds a result.
-    if (p.add_to_d && empty_sum) return;  // D already holds C
-    const TileStoreTarget target{&p.tma_d, true, n_block * T::kBlockN, block.a_row + warpgroup * 64, block.a_group};
-    const auto barrier = static_cast<Bf16GemmBarrier>(static_cast<int>(Bf16GemmBarrier::kEpilogueWarpgroup0) + warpgroup);
-    store_rows_f32<T::kBlockN, T::kStoreBuffers>(target, smem.d[warpgroup], barrier, p.add_to_d, empty_sum, acc);
-  } else if (p.tma_store_d) {
-    const int r_a = warpgroup * 64 + rows.row0, r_b = r_a + 8;  // rows within the block
-    bool keep_a = block.group >= 0 && r_a < block.valid_rows, keep_b = block.group >= 0 && r_b < block.valid_rows;
-    if (p.layout == GemmLayout::kMGroupedContiguous) {
-      keep_a = keep_a && __ldg(p.m_indices + block.a_row + r_a) >= 0;
-      keep_b = keep_b && __ldg(p.m_indices + block.a_row + r_b) >= 0;
+  if constexpr (T::kSwapAB) {
+    if (p.output == Bf16GemmOutput::kFp32) {
+      store_tile_transposed<T, float>(p, rows, block, n_block, acc);
+    } else {
+      store_tile_transposed<T, __nv_bfloat16>(p, rows, block, n_block, acc);
     }
-    const TileStoreTarget target{&p.tma_d, p.layout == GemmLayout::kMGroupedMasked, n_block * T::kBlockN,
-                                 block.a_row + warpgroup * 64, block.a_group};
-    const auto barrier = static_cast<Bf16GemmBarrier>(static_cast<int>(Bf16GemmBarrier::kEpilogueWarpgroup0) + warpgroup);
-    // Both staging boxes per round (one fence and one barrier pair per two boxes), where the tile
-    // has two or more.
-    constexpr int kBoxes = T::kBlockN / kStoreBoxCols;
-    constexpr int kRound = kBoxes < T::kStoreBuffers ? kBoxes : T::kStoreBuffers;
-    store_rows_bf16<T::kBlockN, T::kStoreBuffers, kRound>(target, smem.d[warpgroup], barrier, keep_a, keep_b, acc);
-  } else if (p.output == Bf16GemmOutput::kFp32) {
-    store_tile_from_registers<T, float>(p, warpgroup, rows, block, n_block, acc, empty_sum);
   } else {
-    store_tile_from_registers<T, __nv_bfloat16>(p, warpgroup, rows, block, n_block, acc, empty_sum);
+    if (p.tma_store_d && p.output == Bf16GemmOutput::kFp32) {
+      // Normal and k-grouped layouts only (the host's choice): every stored row holds a result.
+      if (p.add_to_d && empty_sum) return;  // D already holds C
+      const TileStoreTarget target{&p.tma_d, true, n_block * T::kBlockN, block.a_row + warpgroup * 64, block.a_group};
+      const auto barrier = static_cast<Bf16GemmBarrier>(static_cast<int>(Bf16GemmBarrier::kEpilogueWarpgroup0) + warpgroup);
+      store_rows_f32<T::kBlockN, T::kStoreBuffers>(target, smem.d[warpgroup], barrier, p.add_to_d, empty_sum, acc);
+    } else if (p.tma_store_d) {
+      const int r_a = warpgroup * 64 + rows.row0, r_b = r_a + 8;  // rows within the block
+      bool keep_a = block.group >= 0 && r_a < block.valid_rows, keep_b = block.group >= 0 && r_b < block.valid_rows;
+      if (p.layout == GemmLayout::kMGroupedContiguous) {
+        keep_a = keep_a && __ldg(p.m_indices + block.a_row + r_a) >= 0;
+        keep_b = keep_b && __ldg(p.m_indices + block.a_row + r_b) >= 0;
+      }
+      const TileStoreTarget target{&p.tma_d, p.layout == GemmLayout::kMGroupedMasked, n_block * T::kBlockN,
+                                   block.a_row + warpgroup * 64, block.a_group};
+      const auto barrier = static_cast<Bf16GemmBarrier>(static_cast<int>(Bf16GemmBarrier::kEpilogueWarpgroup0) + warpgroup);
+      // Both staging boxes per round (one fence and one barrier pair per two boxes), where the tile
+      // has two or more.
+      constexpr int kBoxes = T::kBlockN / kStoreBoxCols;
+      constexpr int kRound = kBoxes < T::kStoreBuffers ? kBoxes : T::kStoreBuffers;
+      store_rows_bf16<T::kBlockN, T::kStoreBuffers, kRound>(target, smem.d[warpgroup], barrier, keep_a, keep_b, acc);
+    } else if (p.output == Bf16GemmOutput::kFp32) {
+      store_tile_from_registers<T, float>(p, warpgroup, rows, block, n_block, acc, empty_sum);
+    } else {
+      store_tile_from_registers<T, __nv_bfloat16>(p, warpgroup, rows, block, n_block, acc, empty_sum);
+    }
   }
 }
 

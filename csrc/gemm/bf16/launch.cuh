@@ -23,6 +23,8 @@ void launch_bf16_gemm(const Bf16GemmParams& params_in, int num_sms, bool pdl, cu
            "split-K runs its own instantiations, in the normal layout, with a workspace, an epoch, fewer than 256 "
            "splits and no empty split; got ", params.k_splits, " splits of ", num_k_blocks, " K blocks");
   HK_CHECK(!T::kSplitK || params.layout == GemmLayout::kNormal, "the split-K instantiations are for the normal layout");
+  HK_CHECK(!T::kSwapAB || (params.c == nullptr && !params.add_to_d && !params.tma_store_d),
+           "the swapped decode GEMM stores D from registers, without C");
   const bool m_grouped =
       params.layout == GemmLayout::kMGroupedContiguous || params.layout == GemmLayout::kMGroupedMasked;
   HK_CHECK(!m_grouped || (kMajorA == OperandMajor::kK && kMajorB == OperandMajor::kK),

@@ -30,7 +30,9 @@ struct Bf16GemmTraits {
   static constexpr OperandMajor kMajorB = kMajorB_;
   static constexpr bool kKGrouped = kVariant == Bf16Variant::kKGrouped;
   static constexpr bool kMasked = kVariant == Bf16Variant::kMasked;
-  static constexpr bool kSplitK = kVariant == Bf16Variant::kSplitK;
+  static constexpr bool kSwapAB = kVariant == Bf16Variant::kSwapAB;
+  // The swapped decode kernels split K the same way.
+  static constexpr bool kSplitK = kVariant == Bf16Variant::kSplitK || kSwapAB;
   static_assert(!kSplitK || (kMajorA == OperandMajor::kK && kMajorB == OperandMajor::kK),
                 "split-K is compiled for K-major operands (the weights of a decode GEMM)");
   static_assert(!kKGrouped || (kMajorA == OperandMajor::kMN && kMajorB == OperandMajor::kMN),
@@ -38,7 +40,9 @@ struct Bf16GemmTraits {
   static_assert(!kMasked || (kMajorA == OperandMajor::kK && kMajorB == OperandMajor::kK),
                 "the masked operands are K-major (MoE activations and weights)");
   static_assert(kBlockM == 64 || kBlockM == 128, "each math warpgroup owns 64 rows (the wgmma M)");
-  static_assert(kBlockN == 64 || kBlockN == 128 || kBlockN == 256, "wgmma N of 64, 128 or 256");
+  static_assert(kSwapAB ? kBlockM == 64 && (kBlockN == 8 || kBlockN == 16 || kBlockN == 32)
+                        : kBlockN == 64 || kBlockN == 128 || kBlockN == 256,
+                "wgmma N of 64, 128 or 256; the swapped decode kernels: 64 weight rows × 8, 16 or 32 tokens");
   // One K block = 64 bf16 = one 128-byte swizzle row: a K-major tile is [rows × 128 B], an MN-major
   // tile is BLOCK/64 chunks of [64 K rows × 128 B] (64 M/N elements per row), so both layouts are
   // built from 8 KiB pieces holding 64 rows (K-major) or 64 columns (MN-major) of the operand.
@@ -75,7 +79,11 @@ struct Bf16GemmTraits {
   // (minus the 1 KiB the kernel spends aligning the dynamic shared memory base): 4 at 128×256,
   // 6 at 128×128.
   static constexpr int kSmemBudget = 232448 - 1024 - 1024 - kMathWarpgroups * kBytesD;
-  static constexpr int kStages = kSmemBudget / kStageBytes > 8 ? 8 : kSmemBudget / kStageBytes;
+  // At most 8 stages; the swapped decode kernels take 16 (9-12 KiB each): there a stage is almost
+  // all bytes of the weights, and the stages are what a memory-bound stream on a few SMs keeps in
+  // flight (cuBLAS's decode kernels on this card run 13-16).
+  static constexpr int kMaxStages = kSwapAB ? 16 : 8;
+  static constexpr int kStages = kSmemBudget / kStageBytes > kMaxStages ? kMaxStages : kSmemBudget / kStageBytes;
   static_assert(kStages >= 3, "fewer than 3 stages cannot hide TMA latency: shrink BLOCK_M/BLOCK_N");
 
   struct SharedStorage {
