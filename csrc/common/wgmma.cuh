@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cute/arch/mma_sm90.hpp>  // ss_op_selector
 #include <cute/arch/mma_sm90_desc.hpp>
 #include <cute/arch/mma_sm90_gmma.hpp>
 #include <cute/arch/util.hpp>
@@ -97,33 +98,15 @@ struct HalfWgmma<__half, 256> {
 };
 
 // bf16 wgmma m64nNk16 with both operands in shared memory, each K-major or MN-major (the
-// instruction's transpose bits, valid for 16-bit types only), FP32 accumulators.
+// instruction's transpose bits, valid for 16-bit types only), FP32 accumulators. N is one of the
+// powers of two 8 .. 256 (the BF16 kernels' tile widths), for which CuTe's selector returns the
+// instruction of exactly that N.
 template <int N, cute::SM90::GMMA::Major kMajorA, cute::SM90::GMMA::Major kMajorB>
-struct Bf16SsWgmma;
-// N = 8, 16, 32: the token columns of the swapped decode GEMM (gemm/bf16/README.md "Swap-AB").
-template <cute::SM90::GMMA::Major kMajorA, cute::SM90::GMMA::Major kMajorB>
-struct Bf16SsWgmma<8, kMajorA, kMajorB> {
-  using Atom = cute::SM90::GMMA::MMA_64x8x16_F32BF16BF16_SS<kMajorA, kMajorB>;
-};
-template <cute::SM90::GMMA::Major kMajorA, cute::SM90::GMMA::Major kMajorB>
-struct Bf16SsWgmma<16, kMajorA, kMajorB> {
-  using Atom = cute::SM90::GMMA::MMA_64x16x16_F32BF16BF16_SS<kMajorA, kMajorB>;
-};
-template <cute::SM90::GMMA::Major kMajorA, cute::SM90::GMMA::Major kMajorB>
-struct Bf16SsWgmma<32, kMajorA, kMajorB> {
-  using Atom = cute::SM90::GMMA::MMA_64x32x16_F32BF16BF16_SS<kMajorA, kMajorB>;
-};
-template <cute::SM90::GMMA::Major kMajorA, cute::SM90::GMMA::Major kMajorB>
-struct Bf16SsWgmma<64, kMajorA, kMajorB> {
-  using Atom = cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_SS<kMajorA, kMajorB>;
-};
-template <cute::SM90::GMMA::Major kMajorA, cute::SM90::GMMA::Major kMajorB>
-struct Bf16SsWgmma<128, kMajorA, kMajorB> {
-  using Atom = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<kMajorA, kMajorB>;
-};
-template <cute::SM90::GMMA::Major kMajorA, cute::SM90::GMMA::Major kMajorB>
-struct Bf16SsWgmma<256, kMajorA, kMajorB> {
-  using Atom = cute::SM90::GMMA::MMA_64x256x16_F32BF16BF16_SS<kMajorA, kMajorB>;
+struct Bf16SsWgmma {
+  using Atom = decltype(cute::SM90::GMMA::ss_op_selector<cute::bfloat16_t, cute::bfloat16_t, float,
+                                                         cute::Shape<cute::_64, cute::Int<N>, cute::_16>, kMajorA,
+                                                         kMajorB>());
+  static_assert(sizeof(typename Atom::CRegisters) == N / 2 * sizeof(float), "a 64×N instruction: N/2 accumulators");
 };
 
 // The accumulator fragment of a 64×N wgmma: thread t of the warpgroup holds rows
