@@ -81,7 +81,8 @@ struct Bf16GemmTraits {
   static constexpr int kSmemBudget = 232448 - 1024 - 1024 - kMathWarpgroups * kBytesD;
   // At most 8 stages; the swapped decode kernels take 16 (9-12 KiB each): there a stage is almost
   // all bytes of the weights, and the stages are what a memory-bound stream on a few SMs keeps in
-  // flight (cuBLAS's decode kernels on this card run 13-16).
+  // flight (cuBLAS's decode kernels on this card are named 64x8_64x16, 64x64_64x13: by their names,
+  // K blocks of 64 and 13-16 stages).
   static constexpr int kMaxStages = kSwapAB ? 16 : 8;
   static constexpr int kStages = kSmemBudget / kStageBytes > kMaxStages ? kMaxStages : kSmemBudget / kStageBytes;
   static_assert(kStages >= 3, "fewer than 3 stages cannot hide TMA latency: shrink BLOCK_M/BLOCK_N");
