@@ -51,6 +51,7 @@ TESTS=(
   "tests/test_bf16_gemm_gpu.py::test_split_k_forced"
   "tests/test_bf16_gemm_gpu.py::test_split_k_fixups_agree"
   "tests/test_bf16_gemm_gpu.py::test_swap_ab_decode"
+  "tests/test_bf16_gemm_gpu.py::test_swap_ab_forced_width"
   "tests/test_bf16_gemm_gpu.py::test_narrow_tile"
   "tests/test_mla_scheduler.py"
   "tests/test_mla_decode_gpu.py::test_causal_rows_without_keys"

@@ -211,11 +211,14 @@ def test_split_k_fixup_knob_must_parse(monkeypatch):
         hopperkit.bf16_gemm_nt(a, b, torch.empty(64, 576, dtype=torch.bfloat16, device="cuda"))
 
 
-# (M, N, K): the swapped decode GEMM (M ≤ 32, K-major, no C) at each of its token widths (8, 16,
-# 32), M below and at each width, ragged N (not a multiple of the 64 weight rows), K not a multiple
-# of 64, and the heuristic's split and unsplit shapes.
+# (M, N, K): the swapped decode GEMM (K-major, no C) at each of its heuristic's token widths: 8, 16
+# and 32 at M ≤ 32, 32 or 64 above where the swapped tiles split K (heuristics.h
+# choose_bf16_swap_ab_config), M below and at each width and ragged last token blocks, ragged N (not
+# a multiple of the 64 weight rows), K not a multiple of 64, and the heuristic's split and unsplit
+# shapes.
 SWAP_AB_CASES = [(1, 576, 7168), (2, 2112, 7168), (7, 264, 1000), (8, 7168, 2048), (9, 4096, 7168),
-                 (16, 200, 136), (17, 576, 7168), (31, 1000, 2048), (32, 2112, 7168)]
+                 (16, 200, 136), (17, 576, 7168), (31, 1000, 2048), (32, 2112, 7168), (33, 576, 7168),
+                 (64, 2112, 7168), (65, 1000, 7112), (100, 264, 7168), (128, 2112, 7168)]
 
 
 @pytest.mark.parametrize("fixup", ["auto", "global"])
@@ -265,6 +268,33 @@ def test_swap_ab_split_fixups_agree(m, n, k, splits, monkeypatch, forbid_referen
     assert torch.equal(out["global"], out["auto"]), "the two split-K fixups disagree"
 
 
+# (tokens, M, N, K): every compiled token width forced through the knob, at M below, at and above
+# it (several token blocks, the last one ragged), split and unsplit.
+SWAP_AB_FORCED_CASES = [(8, 100, 576, 7168), (16, 40, 264, 1000), (32, 64, 2112, 7168), (32, 128, 264, 1000),
+                        (64, 1, 1000, 2048), (64, 130, 576, 7168), (64, 200, 7168, 2048)]
+
+
+@pytest.mark.parametrize("tokens,m,n,k", SWAP_AB_FORCED_CASES)
+def test_swap_ab_forced_width(tokens, m, n, k, monkeypatch, forbid_reference):
+    """HOPPERKIT_BF16_GEMM_SWAP_AB=<tokens> runs the swapped kernel of that width at any M: every
+    element of D, none of a strided D's poisoned padding, the same bits every call."""
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SWAP_AB", str(tokens))
+    forbid_reference("bf16_gemm_nt")
+    gen = seeded_generator("cuda", "swap forced", tokens, m, n, k)
+    a, b = _randn(gen, m, k), _randn(gen, n, k)
+    ref = ref_gemm.bf16_gemm_nt(a, b, None)
+    first = None
+    for _ in range(2):
+        wide = poison_(torch.empty(m, n + 72, dtype=torch.bfloat16, device="cuda"))
+        d = wide[:, 8:8 + n]
+        hopperkit.bf16_gemm_nt(a, b, d)
+        _check(f"swap {tokens} tokens {m}x{n}x{k}", d, ref)
+        assert torch.isnan(wide[:, :8]).all() and torch.isnan(wide[:, 8 + n:]).all(), "wrote outside D"
+        if first is None:
+            first = d.clone()
+        assert torch.equal(d, first), "swapped result changed between calls"
+
+
 def test_swap_ab_knob(monkeypatch, forbid_reference):
     """HOPPERKIT_BF16_GEMM_SWAP_AB=off runs the normal kernels on a shape the swapped one takes (the
     same function), and a mistyped value is an error naming the variable."""
@@ -276,9 +306,10 @@ def test_swap_ab_knob(monkeypatch, forbid_reference):
     d = poison_(torch.empty(4, 576, dtype=torch.bfloat16, device="cuda"))
     hopperkit.bf16_gemm_nt(a, b, d)
     _check("swap off", d, ref)
-    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SWAP_AB", "on")
-    with pytest.raises(ValueError, match="HOPPERKIT_BF16_GEMM_SWAP_AB"):
-        hopperkit.bf16_gemm_nt(a, b, d)
+    for bad in ("on", "48", "128"):
+        monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SWAP_AB", bad)
+        with pytest.raises(ValueError, match="HOPPERKIT_BF16_GEMM_SWAP_AB"):
+            hopperkit.bf16_gemm_nt(a, b, d)
 
 
 @pytest.mark.parametrize("fixup", ["auto", "global"])

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cmath>
+#include <optional>
 
 #include "gemm/bf16/params.h"
 #include "gemm/fp8_1d2d/params.h"
@@ -158,7 +159,7 @@ inline constexpr int kMinBf16KBlocksPerClusterSplit = 18;
 inline int choose_bf16_k_splits(int m, int n, int k, const Bf16GemmConfig& config, int num_sms,
                                 int min_k_blocks = kMinBf16KBlocksPerSplit, int max_splits = 16) {
   const bool tile = config.swap_ab ? config.block_m == 64 && (config.block_n == 8 || config.block_n == 16 ||
-                                                               config.block_n == 32)
+                                                               config.block_n == 32 || config.block_n == 64)
                                    : (config.block_n == 128 && (config.block_m == 64 || config.block_m == 128)) ||
                                          (config.block_m == 64 && config.block_n == 64);
   const bool compiled = tile && config.major_a == OperandMajor::kK && config.major_b == OperandMajor::kK;
@@ -167,12 +168,38 @@ inline int choose_bf16_k_splits(int m, int n, int k, const Bf16GemmConfig& confi
   return choose_k_splits_for_tiles(tiles, (k + 63) / 64, num_sms, min_k_blocks, max_splits);
 }
 
-// The swapped decode GEMM (Bf16Variant::kSwapAB) for M ≤ kMaxBf16SwapAbRows tokens with K-major
-// operands and no C: 64 weight rows × the fewest token columns (8, 16 or 32) that hold M. Its
-// problem is the swapped one (m = N, n = M) for choose_bf16_k_splits.
-inline constexpr int kMaxBf16SwapAbRows = 32;
-inline Bf16GemmConfig choose_bf16_swap_ab_config(int m) {
-  Bf16GemmConfig config{64, m <= 8 ? 8 : m <= 16 ? 16 : 32};
+// The swapped decode GEMM (Bf16Variant::kSwapAB), for K-major operands and no C: its tile for an
+// m × n × k problem (its own problem is the swapped one, n × m × k, for choose_bf16_k_splits), or
+// nullopt where the normal kernels take the call.
+// - M ≤ 32: 64 weight rows × the fewest token columns (8, 16, 32) that hold M, always: the normal
+//   tiles' 64 rows would be mostly TMA zero fill.
+// - 32 < M ≤ kMaxBf16SwapAbRows: 64 token columns (two blocks above 64 rows), where the swapped tiles
+//   split K; 32 columns where the 64-column units would leave more than half the SMs idle. Where
+//   they do not split, the tiles alone fill the SMs, and the normal kernels measured faster or
+//   within 4%.
+// PERF (H200, ncu kernel durations, one run, µs, normal / swapped 32 / swapped 64 / torch.mm; the
+// whole table in bf16/README.md "Swap-AB"): split, 64×2112×7168 16.74 / 15.84 / 14.53 / 16.13,
+// 128×2112×7168 19.36 / 23.26 / 16.58 / 16.48, 64×576×7168 13.60 / 9.38 / 10.24 / 10.98,
+// 128×576×7168 13.89 / 11.65 / 10.82 / 12.35, 64×4096×7168 22.30 / 25.31 / 21.34 / 17.95; unsplit,
+// 128×4096×7168 22.27 / 41.86 / 24.45 / 22.40, 64×7168×2048 11.87 / 16.13 / 12.22 / 11.10,
+// 128×7168×2048 13.66 / 27.71 / 17.06 / 10.94, 40×24576×1536 24.54 / 32.26 / 23.62 / 21.95.
+inline constexpr int kMaxBf16SwapAbRows = 128;
+inline std::optional<Bf16GemmConfig> choose_bf16_swap_ab_config(int m, int n, int k, int num_sms) {
+  Bf16GemmConfig config{64, m <= 8 ? 8 : m <= 16 ? 16 : m <= 32 ? 32 : 64};
+  config.swap_ab = true;
+  if (m <= 32) return config;
+  if (m > kMaxBf16SwapAbRows) return std::nullopt;
+  const int global_splits = choose_bf16_k_splits(n, m, k, config, num_sms);
+  const int cluster_splits = choose_bf16_k_splits(n, m, k, config, num_sms, kMinBf16KBlocksPerClusterSplit, 8);
+  if (global_splits == 1 && cluster_splits == 1) return std::nullopt;
+  const long tiles = static_cast<long>((n + 63) / 64) * ((m + 63) / 64);
+  if (tiles * std::max(global_splits, cluster_splits) * 2 < num_sms) config.block_n = 32;
+  return config;
+}
+
+// The swapped GEMM with `tokens` token columns (HOPPERKIT_BF16_GEMM_SWAP_AB=8|16|32|64, tuning).
+inline Bf16GemmConfig forced_bf16_swap_ab_config(int tokens) {
+  Bf16GemmConfig config{64, tokens};
   config.swap_ab = true;
   return config;
 }

@@ -2,6 +2,7 @@
 // k-grouped MoE weight gradient.
 #include <cstdlib>
 #include <optional>
+#include <string>
 
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -178,24 +179,36 @@ at::Tensor set_k_splits(gemm::Bf16GemmParams& p, gemm::Bf16GemmConfig& config, i
                                   config.block_m, config.block_n, like);
 }
 
-// Whether the swapped decode GEMM (Bf16Variant::kSwapAB) takes this call: M ≤ 32 rows, K-major A
-// and B, no C, no tile forced by HOPPERKIT_BF16_GEMM_CONFIG; HOPPERKIT_BF16_GEMM_SWAP_AB=off keeps
-// the normal kernels (tuning and tests).
-bool swap_ab_takes(int64_t m, gemm::OperandMajor major_a, gemm::OperandMajor major_b, bool has_c) {
+// The swapped decode GEMM's tile for this call (Bf16Variant::kSwapAB, heuristics.h
+// choose_bf16_swap_ab_config), or nullopt for the normal kernels. It needs K-major A and B and no C;
+// a tile forced by HOPPERKIT_BF16_GEMM_CONFIG keeps the normal kernels. HOPPERKIT_BF16_GEMM_SWAP_AB
+// (tuning and tests): unset or `auto`, the heuristic decides; `off` keeps the normal kernels; 8, 16,
+// 32 or 64 runs the swapped kernel with that many token columns wherever it can run, at any M.
+std::optional<gemm::Bf16GemmConfig> swap_ab_config(int64_t m, int64_t n, int64_t k, int64_t num_sms,
+                                                   gemm::OperandMajor major_a, gemm::OperandMajor major_b,
+                                                   bool has_c) {
+  int forced_tokens = 0;
   if (const char* forced = std::getenv("HOPPERKIT_BF16_GEMM_SWAP_AB")) {
     const std::string v(forced);
-    HK_CHECK_VALUE(v == "auto" || v == "off", "HOPPERKIT_BF16_GEMM_SWAP_AB must be auto or off, got '", forced, "'");
-    if (v == "off") return false;
+    if (v == "off") return std::nullopt;
+    if (v == "8" || v == "16" || v == "32" || v == "64") {
+      forced_tokens = std::stoi(v);
+    } else {
+      HK_CHECK_VALUE(v == "auto", "HOPPERKIT_BF16_GEMM_SWAP_AB must be auto, off, 8, 16, 32 or 64, got '", forced,
+                     "'");
+    }
   }
-  return m <= gemm::kMaxBf16SwapAbRows && major_a == gemm::OperandMajor::kK && major_b == gemm::OperandMajor::kK &&
-         !has_c && std::getenv("HOPPERKIT_BF16_GEMM_CONFIG") == nullptr;
+  if (major_a != gemm::OperandMajor::kK || major_b != gemm::OperandMajor::kK || has_c) return std::nullopt;
+  if (forced_tokens > 0) return gemm::forced_bf16_swap_ab_config(forced_tokens);
+  if (std::getenv("HOPPERKIT_BF16_GEMM_CONFIG") != nullptr) return std::nullopt;
+  return gemm::choose_bf16_swap_ab_config(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+                                          static_cast<int>(num_sms));
 }
 
 // D [M, N] = A·Bᵀ as Dᵀ = B·Aᵀ: the kernel's "A" is the weights B in 64-row tiles, its "B" the M
 // token rows of A, and it stores the tiles transposed (gemm/bf16/README.md "Swap-AB").
 void bf16_gemm_swapped(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, int64_t m, int64_t n, int64_t k,
-                       int64_t num_sms, bool pdl) {
-  gemm::Bf16GemmConfig config = gemm::choose_bf16_swap_ab_config(static_cast<int>(m));
+                       int64_t num_sms, bool pdl, gemm::Bf16GemmConfig config) {
   gemm::Bf16GemmParams p;
   p.tma_a = dense_operand_map(b, gemm::OperandMajor::kK, config.block_m);
   p.tma_b = dense_operand_map(a, gemm::OperandMajor::kK, config.block_n);
@@ -239,7 +252,9 @@ void bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, const st
     }
     return;
   }
-  if (swap_ab_takes(m, major_a, major_b, c.has_value())) return bf16_gemm_swapped(a, b, d, m, n, k, num_sms, pdl);
+  if (const auto swapped = swap_ab_config(m, n, k, num_sms, major_a, major_b, c.has_value())) {
+    return bf16_gemm_swapped(a, b, d, m, n, k, num_sms, pdl, *swapped);
+  }
 
   gemm::Bf16GemmConfig config = gemm::choose_bf16_dense_config(
       static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), static_cast<int>(num_sms), major_a, major_b);

@@ -26,8 +26,8 @@ enum class Bf16GemmOutput : int32_t { kBf16 = 0, kFp32 = 1 };
 //   divided among k_splits work units, whose FP32 partials are summed within a thread-block cluster
 //   (gemm/split_k_cluster.cuh) or through global memory (gemm/split_k.cuh).
 // - kSwapAB: decode-sized M (normal layout, K-major A and B, no C): the kernel computes Dᵀ = B·Aᵀ,
-//   the weights B as its 64-row "A" tiles and the M token rows as its BLOCK_N = 8/16/32 "B" columns,
-//   so no wgmma row is padding; it stores each tile transposed into D from registers and splits K
+//   the weights B as its 64-row "A" tiles and the M token rows as its BLOCK_N = 8/16/32/64 "B"
+//   columns, so no wgmma row is padding; it stores each tile transposed into D from registers and splits K
 //   like kSplitK. The host passes the swapped operands and sizes (m = N, n = M).
 // kGeneral runs the normal and m-grouped contiguous layouts.
 enum class Bf16Variant : int32_t { kGeneral = 0, kKGrouped = 1, kMasked = 2, kSplitK = 3, kSwapAB = 4 };
@@ -69,7 +69,7 @@ struct Bf16GemmParams : GemmProblem {
 struct Bf16GemmConfig {
   int block_m, block_n;
   int k_splits = 1;  // > 1: split-K (Bf16Variant::kSplitK, or kSwapAB)
-  // Bf16Variant::kSwapAB: block_m = 64 weight rows, block_n = 8, 16 or 32 token columns (the
+  // Bf16Variant::kSwapAB: block_m = 64 weight rows, block_n = 8, 16, 32 or 64 token columns (the
   // parameters then hold the swapped problem).
   bool swap_ab = false;
   OperandMajor major_a = OperandMajor::kK, major_b = OperandMajor::kK;
