@@ -212,7 +212,7 @@ def test_split_k_fixup_knob_must_parse(monkeypatch):
 
 
 # (M, N, K): the swapped decode GEMM (K-major, no C) at each of its heuristic's token widths: 8, 16
-# and 32 at M ≤ 32, 32 or 64 above where the swapped tiles split K (heuristics.h
+# and 32 at M ≤ 32, 32, 64 or 96 above where the swapped tiles split K (heuristics.h
 # choose_bf16_swap_ab_config), M below and at each width and ragged last token blocks, ragged N (not
 # a multiple of the 64 weight rows), K not a multiple of 64, and the heuristic's split and unsplit
 # shapes.
@@ -271,7 +271,8 @@ def test_swap_ab_split_fixups_agree(m, n, k, splits, monkeypatch, forbid_referen
 # (tokens, M, N, K): every compiled token width forced through the knob, at M below, at and above
 # it (several token blocks, the last one ragged), split and unsplit.
 SWAP_AB_FORCED_CASES = [(8, 100, 576, 7168), (16, 40, 264, 1000), (32, 64, 2112, 7168), (32, 128, 264, 1000),
-                        (64, 1, 1000, 2048), (64, 130, 576, 7168), (64, 200, 7168, 2048)]
+                        (64, 1, 1000, 2048), (64, 130, 576, 7168), (64, 200, 7168, 2048), (96, 40, 2112, 7168),
+                        (96, 96, 1000, 2048), (96, 200, 576, 7168)]
 
 
 @pytest.mark.parametrize("tokens,m,n,k", SWAP_AB_FORCED_CASES)

@@ -159,7 +159,8 @@ inline constexpr int kMinBf16KBlocksPerClusterSplit = 18;
 inline int choose_bf16_k_splits(int m, int n, int k, const Bf16GemmConfig& config, int num_sms,
                                 int min_k_blocks = kMinBf16KBlocksPerSplit, int max_splits = 16) {
   const bool tile = config.swap_ab ? config.block_m == 64 && (config.block_n == 8 || config.block_n == 16 ||
-                                                               config.block_n == 32 || config.block_n == 64)
+                                                               config.block_n == 32 || config.block_n == 64 ||
+                                                               config.block_n == 96)
                                    : (config.block_n == 128 && (config.block_m == 64 || config.block_m == 128)) ||
                                          (config.block_m == 64 && config.block_n == 64);
   const bool compiled = tile && config.major_a == OperandMajor::kK && config.major_b == OperandMajor::kK;
@@ -173,31 +174,33 @@ inline int choose_bf16_k_splits(int m, int n, int k, const Bf16GemmConfig& confi
 // nullopt where the normal kernels take the call.
 // - M ≤ 32: 64 weight rows × the fewest token columns (8, 16, 32) that hold M, always: the normal
 //   tiles' 64 rows would be mostly TMA zero fill.
-// - 32 < M ≤ kMaxBf16SwapAbRows: 64 token columns (two blocks above 64 rows), where the swapped tiles
-//   split K; 32 columns where the 64-column units would leave more than half the SMs idle. Where
-//   they do not split, the tiles alone fill the SMs, and the normal kernels measured faster or
-//   within 4%.
-// PERF (H200, ncu kernel durations, one run, µs, normal / swapped 32 / swapped 64 / torch.mm; the
-// whole table in bf16/README.md "Swap-AB"): split, 64×2112×7168 16.74 / 15.84 / 14.53 / 16.13,
-// 128×2112×7168 19.36 / 23.26 / 16.58 / 16.48, 64×576×7168 13.60 / 9.38 / 10.24 / 10.98,
-// 128×576×7168 13.89 / 11.65 / 10.82 / 12.35, 64×4096×7168 22.30 / 25.31 / 21.34 / 17.95; unsplit,
-// 128×4096×7168 22.27 / 41.86 / 24.45 / 22.40, 64×7168×2048 11.87 / 16.13 / 12.22 / 11.10,
-// 128×7168×2048 13.66 / 27.71 / 17.06 / 10.94, 40×24576×1536 24.54 / 32.26 / 23.62 / 21.95.
+// - 32 < M ≤ kMaxBf16SwapAbRows, where the swapped tiles split K: 64 token columns up to 64 rows, 96
+//   up to 96, two blocks of 64 above; 32 where those units would leave more than half the SMs idle.
+//   Where the swapped tiles do not split, the tiles alone fill the SMs, and the normal kernels
+//   measured faster or at most 6% slower (about what the measurement resolves).
+// PERF (H200, benchmarks/sweep_bf16_swap.py: ncu kernel durations, one run, µs, normal / swapped
+// 32 / 64 / 96 / torch.mm; the whole table in bf16/README.md "Swap-AB"): split, 64×2112×7168 16.54 /
+// 15.71 / 14.40 / 17.66 / 16.26, 96×2112×7168 23.55 / 22.94 / 20.13 / 16.83 / 15.94, 128×2112×7168
+// 19.65 / 23.17 / 16.51 / 27.84 / 16.06, 64×576×7168 12.93 / 9.34 / 10.30 / 13.25 / 11.10,
+// 96×576×7168 13.76 / 10.56 / 11.71 / 13.25 / 11.49, 72×4096×7168 36.54 / 41.73 / 36.00 / 24.54 /
+// 23.52; unsplit, 128×4096×7168 22.27 / 42.14 / 24.32 / 42.91 / 21.47, 64×7168×2048 11.97 / 16.00 /
+// 12.35 / 15.65 / 11.14, 96×7168×2048 14.50 / 21.79 / 20.45 / 14.62 / 11.14, 64×24576×1536 22.85 /
+// 31.94 / 23.07 / 29.57 / 21.73.
 inline constexpr int kMaxBf16SwapAbRows = 128;
 inline std::optional<Bf16GemmConfig> choose_bf16_swap_ab_config(int m, int n, int k, int num_sms) {
-  Bf16GemmConfig config{64, m <= 8 ? 8 : m <= 16 ? 16 : m <= 32 ? 32 : 64};
+  Bf16GemmConfig config{64, m <= 8 ? 8 : m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 ? 64 : m <= 96 ? 96 : 64};
   config.swap_ab = true;
   if (m <= 32) return config;
   if (m > kMaxBf16SwapAbRows) return std::nullopt;
   const int global_splits = choose_bf16_k_splits(n, m, k, config, num_sms);
   const int cluster_splits = choose_bf16_k_splits(n, m, k, config, num_sms, kMinBf16KBlocksPerClusterSplit, 8);
   if (global_splits == 1 && cluster_splits == 1) return std::nullopt;
-  const long tiles = static_cast<long>((n + 63) / 64) * ((m + 63) / 64);
+  const long tiles = static_cast<long>((n + 63) / 64) * ((m + config.block_n - 1) / config.block_n);
   if (tiles * std::max(global_splits, cluster_splits) * 2 < num_sms) config.block_n = 32;
   return config;
 }
 
-// The swapped GEMM with `tokens` token columns (HOPPERKIT_BF16_GEMM_SWAP_AB=8|16|32|64, tuning).
+// The swapped GEMM with `tokens` token columns (HOPPERKIT_BF16_GEMM_SWAP_AB=8|16|32|64|96, tuning).
 inline Bf16GemmConfig forced_bf16_swap_ab_config(int tokens) {
   Bf16GemmConfig config{64, tokens};
   config.swap_ab = true;

@@ -80,8 +80,9 @@ __device__ __forceinline__ bool split_k_sum_in_cluster(int k_splits, int split, 
   }
   mbarrier_wait_cluster(&bars.received, 0);
   // Eight vectors (32 values) at a time, each pass one loop over the splits: with a loop over the
-  // splits per vector instead, ptxas spilled the FP8 64×64 tile's prologue values.
-  constexpr int kChunk = kVecs < 8 ? kVecs : 8;
+  // splits per vector instead, ptxas spilled the FP8 64×64 tile's prologue values. Four at a time
+  // where eight do not divide the fragment (the 96-token swapped BF16 tile: 12 vectors).
+  constexpr int kChunk = kVecs < 8 ? kVecs : kVecs % 8 == 0 ? 8 : 4;
   static_assert(kVecs % kChunk == 0, "whole chunks of vectors");
 #pragma unroll
   for (int c = 0; c < kVecs; c += kChunk) {

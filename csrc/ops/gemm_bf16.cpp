@@ -183,7 +183,7 @@ at::Tensor set_k_splits(gemm::Bf16GemmParams& p, gemm::Bf16GemmConfig& config, i
 // choose_bf16_swap_ab_config), or nullopt for the normal kernels. It needs K-major A and B and no C;
 // a tile forced by HOPPERKIT_BF16_GEMM_CONFIG keeps the normal kernels. HOPPERKIT_BF16_GEMM_SWAP_AB
 // (tuning and tests): unset or `auto`, the heuristic decides; `off` keeps the normal kernels; 8, 16,
-// 32 or 64 runs the swapped kernel with that many token columns wherever it can run, at any M.
+// 32, 64 or 96 runs the swapped kernel with that many token columns wherever it can run, at any M.
 std::optional<gemm::Bf16GemmConfig> swap_ab_config(int64_t m, int64_t n, int64_t k, int64_t num_sms,
                                                    gemm::OperandMajor major_a, gemm::OperandMajor major_b,
                                                    bool has_c) {
@@ -191,10 +191,10 @@ std::optional<gemm::Bf16GemmConfig> swap_ab_config(int64_t m, int64_t n, int64_t
   if (const char* forced = std::getenv("HOPPERKIT_BF16_GEMM_SWAP_AB")) {
     const std::string v(forced);
     if (v == "off") return std::nullopt;
-    if (v == "8" || v == "16" || v == "32" || v == "64") {
+    if (v == "8" || v == "16" || v == "32" || v == "64" || v == "96") {
       forced_tokens = std::stoi(v);
     } else {
-      HK_CHECK_VALUE(v == "auto", "HOPPERKIT_BF16_GEMM_SWAP_AB must be auto, off, 8, 16, 32 or 64, got '", forced,
+      HK_CHECK_VALUE(v == "auto", "HOPPERKIT_BF16_GEMM_SWAP_AB must be auto, off, 8, 16, 32, 64 or 96, got '", forced,
                      "'");
     }
   }

@@ -37,6 +37,7 @@ void run_bf16_gemm(const Bf16GemmParams& params, Bf16GemmConfig config, int num_
     if (config.block_n == 16) return launch_bf16_gemm<64, 16, K, K, Bf16Variant::kSwapAB>(params, num_sms, pdl, stream);
     if (config.block_n == 32) return launch_bf16_gemm<64, 32, K, K, Bf16Variant::kSwapAB>(params, num_sms, pdl, stream);
     if (config.block_n == 64) return launch_bf16_gemm<64, 64, K, K, Bf16Variant::kSwapAB>(params, num_sms, pdl, stream);
+    if (config.block_n == 96) return launch_bf16_gemm<64, 96, K, K, Bf16Variant::kSwapAB>(params, num_sms, pdl, stream);
     HK_CHECK(false, "no swapped BF16 decode GEMM compiled for ", config.block_n, " token columns");
   }
   // Split-K through global memory (k_splits > 1), or within clusters where the launcher finds they

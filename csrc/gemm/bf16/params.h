@@ -26,7 +26,7 @@ enum class Bf16GemmOutput : int32_t { kBf16 = 0, kFp32 = 1 };
 //   divided among k_splits work units, whose FP32 partials are summed within a thread-block cluster
 //   (gemm/split_k_cluster.cuh) or through global memory (gemm/split_k.cuh).
 // - kSwapAB: decode-sized M (normal layout, K-major A and B, no C): the kernel computes Dᵀ = B·Aᵀ,
-//   the weights B as its 64-row "A" tiles and the M token rows as its BLOCK_N = 8/16/32/64 "B"
+//   the weights B as its 64-row "A" tiles and the M token rows as its BLOCK_N = 8/16/32/64/96 "B"
 //   columns, so no wgmma row is padding; it stores each tile transposed into D from registers and splits K
 //   like kSplitK. The host passes the swapped operands and sizes (m = N, n = M).
 // kGeneral runs the normal and m-grouped contiguous layouts.
@@ -69,8 +69,8 @@ struct Bf16GemmParams : GemmProblem {
 struct Bf16GemmConfig {
   int block_m, block_n;
   int k_splits = 1;  // > 1: split-K (Bf16Variant::kSplitK, or kSwapAB)
-  // Bf16Variant::kSwapAB: block_m = 64 weight rows, block_n = 8, 16, 32 or 64 token columns (the
-  // parameters then hold the swapped problem).
+  // Bf16Variant::kSwapAB: block_m = 64 weight rows, block_n = 8, 16, 32, 64 or 96 token columns
+  // (the parameters then hold the swapped problem).
   bool swap_ab = false;
   OperandMajor major_a = OperandMajor::kK, major_b = OperandMajor::kK;
 };

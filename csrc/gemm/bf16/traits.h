@@ -40,9 +40,10 @@ struct Bf16GemmTraits {
   static_assert(!kMasked || (kMajorA == OperandMajor::kK && kMajorB == OperandMajor::kK),
                 "the masked operands are K-major (MoE activations and weights)");
   static_assert(kBlockM == 64 || kBlockM == 128, "each math warpgroup owns 64 rows (the wgmma M)");
-  static_assert(kSwapAB ? kBlockM == 64 && (kBlockN == 8 || kBlockN == 16 || kBlockN == 32 || kBlockN == 64)
+  static_assert(kSwapAB ? kBlockM == 64 && (kBlockN == 8 || kBlockN == 16 || kBlockN == 32 || kBlockN == 64 ||
+                                             kBlockN == 96)
                         : kBlockN == 64 || kBlockN == 128 || kBlockN == 256,
-                "wgmma N of 64, 128 or 256; the swapped decode kernels: 64 weight rows × 8, 16, 32 or 64 tokens");
+                "wgmma N of 64, 128 or 256; the swapped decode kernels: 64 weight rows × 8, 16, 32, 64 or 96 tokens");
   // One K block = 64 bf16 = one 128-byte swizzle row: a K-major tile is [rows × 128 B], an MN-major
   // tile is BLOCK/64 chunks of [64 K rows × 128 B] (64 M/N elements per row), so both layouts are
   // built from 8 KiB pieces holding 64 rows (K-major) or 64 columns (MN-major) of the operand.
@@ -80,7 +81,7 @@ struct Bf16GemmTraits {
   // 6 at 128×128.
   static constexpr int kSmemBudget = 232448 - 1024 - 1024 - kMathWarpgroups * kBytesD;
   // At most 8 stages; the swapped decode kernels take up to 16 (9-12 KiB each at 8-32 tokens, 13 of
-  // 16 KiB at 64): there a stage is mostly bytes of the weights, and the stages are what a
+  // 16 KiB at 64, 10 of 20 KiB at 96): there a stage is mostly bytes of the weights, and the stages are what a
   // memory-bound stream on a few SMs keeps in flight (cuBLAS's decode kernels on this card are named
   // 64x8_64x16, 64x64_64x13: by their names, K blocks of 64 and 13-16 stages). PERF (H200, ncu,
   // same run): a 128-token tile (8 stages of 24 KiB) was slower than two 64-token blocks wherever
