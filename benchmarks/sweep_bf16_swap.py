@@ -1,0 +1,116 @@
+"""BF16 decode-sized GEMMs under each swap-AB setting and torch.mm, as ncu kernel durations: the
+measurement behind ``gemm/heuristics.h`` ``choose_bf16_swap_ab_config``.
+
+  ncu --clock-control none --profile-from-start off --metrics gpu__time_duration.sum --csv --page raw \\
+      python benchmarks/sweep_bf16_swap.py --calls calls.json > ncu.csv
+  python benchmarks/sweep_bf16_swap.py --table ncu.csv --calls calls.json
+
+The first form runs every shape under each ``HOPPERKIT_BF16_GEMM_SWAP_AB`` setting (``off``: the
+normal kernels; a token width: the swapped kernel forced; ``auto``: the heuristic) and ``torch.mm``,
+in turns for ``--rounds`` rounds inside cudaProfilerStart/Stop, checks every result against an FP32
+product first, and writes the sequence of calls. The second maps ncu's kernel durations onto that
+sequence (each hopperkit call is one kernel; a ``torch.mm`` call is its GEMM kernel and any split-K
+reduce kernel after it) and prints the median of each setting in µs. ncu flushes the caches before
+each kernel (its default ``--cache-control all``), so every call starts from a clean L2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+import json
+import os
+import statistics
+import sys
+
+MS = (40, 64, 72, 96, 128)
+NK = ((2112, 7168), (576, 7168), (4096, 7168), (7168, 2048), (24576, 1536), (32768, 512))
+SETTINGS = ("off", "32", "64", "96", "auto")
+
+
+def run(args) -> None:
+    import torch
+
+    import hopperkit
+
+    torch.manual_seed(0)
+    calls = []
+    for m in args.ms:
+        for n, k in NK:
+            a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+            b = torch.randn(n, k, dtype=torch.bfloat16, device="cuda")
+            ref = a.float() @ b.float().t()
+            fns = {}
+            for setting in args.settings:
+                d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+
+                def call(setting=setting, d=d):
+                    os.environ["HOPPERKIT_BF16_GEMM_SWAP_AB"] = setting
+                    hopperkit.bf16_gemm_nt(a, b, d)
+
+                call()
+                err = ((d.float() - ref).norm() / ref.norm()).item()
+                if not err < 1e-2:  # also catches NaN
+                    raise SystemExit(f"{m}x{n}x{k} with HOPPERKIT_BF16_GEMM_SWAP_AB={setting}: relative error {err}")
+                fns[setting] = call
+            d_mm = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+            fns["torch.mm"] = lambda: torch.mm(a, b.t(), out=d_mm)
+            torch.cuda.synchronize()
+            torch.cuda.cudart().cudaProfilerStart()
+            for _ in range(args.rounds):
+                for name, fn in fns.items():
+                    fn()
+                    calls.append([f"{m}x{n}x{k}", name])
+            torch.cuda.synchronize()
+            torch.cuda.cudart().cudaProfilerStop()
+    os.environ.pop("HOPPERKIT_BF16_GEMM_SWAP_AB", None)
+    with open(args.calls, "w") as f:
+        json.dump(calls, f)
+
+
+def table(args) -> None:
+    with open(args.calls) as f:
+        calls = json.load(f)
+    with open(args.table) as f:
+        rows = list(csv.reader(line for line in f if line.startswith('"')))
+    col = {h: i for i, h in enumerate(rows[0])}
+    metric = col["gpu__time_duration.sum"]
+    to_us = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}[rows[1][metric]]
+    kernels = [(r[col["Kernel Name"]], float(r[metric].replace(",", "")) * to_us) for r in rows[2:]]
+    durations = collections.defaultdict(list)
+    i = 0
+    for shape, name in calls:
+        total = kernels[i][1]
+        i += 1
+        while i < len(kernels) and "splitKreduce" in kernels[i][0]:
+            total += kernels[i][1]
+            i += 1
+        durations[(shape, name)].append(total)
+    if i != len(kernels):
+        raise SystemExit(f"{len(kernels)} kernels for {len(calls)} calls: {len(kernels) - i} left over")
+    names = list(dict.fromkeys(name for _, name in calls))
+    print("ncu kernel durations, µs (median of rounds); ratio: torch.mm / auto")
+    for shape in dict.fromkeys(shape for shape, _ in calls):
+        med = {name: statistics.median(durations[(shape, name)]) for name in names}
+        ratio = f" | ratio {med['torch.mm'] / med['auto']:.3f}" if "auto" in med else ""
+        print(f"{shape:>14}: " + " | ".join(f"{name} {med[name]:6.2f}" for name in names) + ratio)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--calls", required=True, help="the call sequence: written by a run, read by --table")
+    ap.add_argument("--table", help="ncu's --csv --page raw output of a run: print the medians")
+    ap.add_argument("--ms", type=int, nargs="+", default=list(MS), help="token counts M")
+    ap.add_argument("--settings", nargs="+", default=list(SETTINGS), help="HOPPERKIT_BF16_GEMM_SWAP_AB values")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args(argv)
+    if args.table:
+        table(args)
+    else:
+        run(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
