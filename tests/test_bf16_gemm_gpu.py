@@ -211,6 +211,23 @@ def test_split_k_fixup_knob_must_parse(monkeypatch):
         hopperkit.bf16_gemm_nt(a, b, torch.empty(64, 576, dtype=torch.bfloat16, device="cuda"))
 
 
+def _check_into_strided_d(name: str, a: torch.Tensor, b: torch.Tensor, out: torch.dtype) -> None:
+    """bf16_gemm_nt(a, b) twice into a strided D whose row padding is poisoned with NaN: every element
+    of D against the reference, none of the padding written, the same bits both calls."""
+    m, n = a.shape[0], b.shape[0]
+    ref = ref_gemm.bf16_gemm_nt(a, b, None, out_dtype=out)
+    first = None
+    for _ in range(2):
+        wide = poison_(torch.empty(m, n + 72, dtype=out, device="cuda"))
+        d = wide[:, 8:8 + n]  # rows of n + 72 elements, 16-byte aligned
+        hopperkit.bf16_gemm_nt(a, b, d)
+        _check(name, d, ref)
+        assert torch.isnan(wide[:, :8]).all() and torch.isnan(wide[:, 8 + n:]).all(), "wrote outside D"
+        if first is None:
+            first = d.clone()
+        assert torch.equal(d, first), "result changed between calls"
+
+
 # (M, N, K): the swapped decode GEMM (K-major, no C) at each of its heuristic's token widths: 8, 16
 # and 32 at M ≤ 32, 32, 64 or 96 above where the swapped tiles split K (heuristics.h
 # choose_bf16_swap_ab_config), M below and at each width and ragged last token blocks, ragged N (not
@@ -231,17 +248,7 @@ def test_swap_ab_decode(m, n, k, out, fixup, monkeypatch, forbid_reference):
     forbid_reference("bf16_gemm_nt")
     gen = seeded_generator("cuda", "swap", m, n, k, out)
     a, b = _randn(gen, m, k), _randn(gen, n, k)
-    ref = ref_gemm.bf16_gemm_nt(a, b, None, out_dtype=out)
-    first = None
-    for _ in range(2):
-        wide = poison_(torch.empty(m, n + 72, dtype=out, device="cuda"))
-        d = wide[:, 8:8 + n]  # rows of n + 72 elements, 16-byte aligned
-        hopperkit.bf16_gemm_nt(a, b, d)
-        _check(f"swap {m}x{n}x{k} {fixup} D {out}", d, ref)
-        assert torch.isnan(wide[:, :8]).all() and torch.isnan(wide[:, 8 + n:]).all(), "wrote outside D"
-        if first is None:
-            first = d.clone()
-        assert torch.equal(d, first), "swapped result changed between calls"
+    _check_into_strided_d(f"swap {m}x{n}x{k} {fixup} D {out}", a, b, out)
 
 
 # (M, N, K, forced splits): counts whose clusters fit on a 132-SM H200 (30 clusters of 4, 39 of 3,
@@ -283,17 +290,7 @@ def test_swap_ab_forced_width(tokens, m, n, k, monkeypatch, forbid_reference):
     forbid_reference("bf16_gemm_nt")
     gen = seeded_generator("cuda", "swap forced", tokens, m, n, k)
     a, b = _randn(gen, m, k), _randn(gen, n, k)
-    ref = ref_gemm.bf16_gemm_nt(a, b, None)
-    first = None
-    for _ in range(2):
-        wide = poison_(torch.empty(m, n + 72, dtype=torch.bfloat16, device="cuda"))
-        d = wide[:, 8:8 + n]
-        hopperkit.bf16_gemm_nt(a, b, d)
-        _check(f"swap {tokens} tokens {m}x{n}x{k}", d, ref)
-        assert torch.isnan(wide[:, :8]).all() and torch.isnan(wide[:, 8 + n:]).all(), "wrote outside D"
-        if first is None:
-            first = d.clone()
-        assert torch.equal(d, first), "swapped result changed between calls"
+    _check_into_strided_d(f"swap {tokens} tokens {m}x{n}x{k}", a, b, torch.bfloat16)
 
 
 def test_swap_ab_knob(monkeypatch, forbid_reference):
