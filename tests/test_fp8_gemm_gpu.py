@@ -111,6 +111,48 @@ def test_1d2d_every_config(cuda, monkeypatch, m, n, k, bm, bn, cm, ow):
     _run_1d2d(cuda, m, n, k, "config", bm, bn, cm, ow)
 
 
+# A multicast (CTA pairs on adjacent N blocks of the one M block, rank 0 loading A and its scales
+# into both), forced on the 64×64 tile: M from one row to a full block (a_box_rows from 8 to 64), N
+# blocks from 4 (a ragged last one at N = 200) to 384 (three waves of the persistent grid), a
+# 64-wide last K block (320), K = 7168 (a tile whose splits are forced off). The same bits as without
+# it (the same per-tile arithmetic), and the reference's result.
+A_MULTICAST_CASES = [(m, n, k) for m in (1, 7, 33, 64) for n, k in ((200, 320), (7168, 2048), (24576, 1536), (4096, 7168))]
+
+
+@pytest.mark.parametrize("m,n,k", A_MULTICAST_CASES, ids=[f"M{m}-N{n}-K{k}" for m, n, k in A_MULTICAST_CASES])
+def test_1d2d_a_multicast(cuda, monkeypatch, m, n, k):
+    a, b, (a_fp8, sfa), (b_fp8, sfb) = _inputs_1d2d(cuda, m, n, k, "a_multicast")
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", "64,64,1")
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_SPLITS", "1")
+    outs = {}
+    for setting in ("off", "on"):
+        monkeypatch.setenv("HOPPERKIT_FP8_GEMM_A_MULTICAST", setting)
+        outs[setting] = poison_(torch.empty(m, n, dtype=torch.bfloat16, device=cuda))
+        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), outs[setting])
+    reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, out_dtype=torch.float32)
+    assert_fp8_gemm_close(f"A multicast M={m} N={n} K={k}", outs["on"], a.float() @ b.float().t(), reference)
+    assert torch.equal(outs["on"], outs["off"])
+
+
+# Forced on where it cannot run: two M blocks, an odd number of N blocks (N = 576: 9), a split, a
+# tile it is not compiled for. Each is an error naming the knob, before any launch.
+A_MULTICAST_REFUSED = (("64,64,1", "1", 65, 7168, 2048), ("64,64,1", "1", 64, 576, 2048),
+                       ("64,64,1", "4", 64, 7168, 2048), ("128,64,1", "1", 64, 7168, 2048))
+
+
+@pytest.mark.parametrize("config,splits,m,n,k", A_MULTICAST_REFUSED,
+                         ids=["two-m-blocks", "odd-n-blocks", "split", "128x64"])
+def test_1d2d_a_multicast_refused(cuda, monkeypatch, config, splits, m, n, k):
+    _, _, (a_fp8, sfa), (b_fp8, sfb) = _inputs_1d2d(cuda, m, n, k, "a_multicast_refused")
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", config)
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_SPLITS", splits)
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_A_MULTICAST", "on")
+    d = poison_(torch.empty(m, n, dtype=torch.bfloat16, device=cuda))
+    with pytest.raises(ValueError, match="HOPPERKIT_FP8_GEMM_A_MULTICAST"):
+        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d)
+    assert torch.isnan(d.float()).all()
+
+
 @pytest.mark.parametrize("recipe", [None, RECIPE_1D1D], ids=["1d2d", "1d1d"])
 def test_single_row_a_with_any_row_stride(cuda, recipe):
     """A [1, K] and D [1, N] taken from buffers whose rows are not 16-byte multiples apart: the stride
@@ -361,6 +403,7 @@ def test_split_k_fixup_knob_must_parse(cuda, monkeypatch):
     ("HOPPERKIT_FP8_GEMM_SPLITS", "0"),
     ("HOPPERKIT_FP8_GEMM_SPLITS", "4k"),
     ("HOPPERKIT_GEMM_B_HINT", "last"),
+    ("HOPPERKIT_FP8_GEMM_A_MULTICAST", "yes"),
     ("HOPPERKIT_BF16_GEMM_CONFIG", "128,256,"),
     ("HOPPERKIT_BF16_GEMM_SPLITS", "0"),
     ("HOPPERKIT_BF16_GEMM_SPLITS", "2x"),

@@ -79,6 +79,22 @@ inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, GemmL
   return best;
 }
 
+// A multicast (Fp8Gemm1d2dConfig::cluster_n = 2): where one 64-row M block covers the rows and the
+// tiles are not split, every CTA reads the same A box of each K block, at about the same time; CTA
+// pairs on adjacent N blocks then load it once. Compiled for the 64×64 tile (the decode tile of at
+// most 64 rows); needs an even number of N blocks and no split of either kind (`cluster_splits`:
+// the launcher's bound for split-K within a cluster).
+// PERF (H200, ncu kernel durations, medians of three calls in turns, off / on, µs): 7168×2048 at
+// M = 1 / 7 / 32 / 64: 9.06 / 8.70, 9.31 / 8.70, 9.09 / 8.58, 9.06 / 8.80 (1.03-1.07×);
+// 24576×1536: 1.01-1.03×; 7168×16384: 34.43 / 33.60 at M = 1, 1.02 at 7, 0.99 at 32, 1.00 at 64.
+// The gain does not follow A's size (8 rows at M = 1 and 7): it is not L2 bandwidth. A 128×64
+// variant (65-128 rows) measured mixed, 1.02-1.05× at 100 rows and 0.98-0.99× at 128, and is not
+// compiled.
+inline bool fp8_1d2d_a_multicast_fits(const Fp8Gemm1d2dConfig& config, int m, int n, int cluster_splits) {
+  return config.block_m == 64 && config.block_n == 64 && config.cluster_m == 1 && config.k_splits == 1 &&
+         cluster_splits == 1 && m <= config.block_m && (n + config.block_n - 1) / config.block_n % 2 == 0;
+}
+
 // Split-K for grids that the tiles alone leave mostly idle (decode-sized M, small N): the K blocks
 // of each tile are divided among up to num_sms / tiles CTAs, so the units fill one wave, keeping at
 // least kMinKBlocksPerSplit K blocks per split (a unit pays a pipeline fill and its partial's round

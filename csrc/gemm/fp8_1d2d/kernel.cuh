@@ -7,7 +7,8 @@
 // |                      |         |           | promotion, epilogue                               |
 // | producer (last)      | 128     | 40        | one thread issues every TMA load, one stores SFB  |
 //
-// With kClusterM = 2, CTA pairs take vertically adjacent tiles and rank 0 multicasts B to both.
+// With kClusterM = 2, CTA pairs take vertically adjacent tiles and rank 0 multicasts B to both; with
+// kClusterN = 2 (one M block), horizontally adjacent tiles, and rank 0 multicasts A and its scales.
 // Pipeline: kStages shared-memory stages, each holding one 128-wide K block of A, B, the A scales
 // and the tile's B scale(s), guarded by full/empty mbarriers (common/pipeline.cuh).
 #pragma once
@@ -41,7 +42,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
   }
   // With multicast the peer CTA writes into this CTA's stages and arrives on its barriers: both
   // CTAs' barriers must be initialised before either starts.
-  cluster_sync<T::kClusterM>();
+  cluster_sync<T::kClusterSize>();
   // Split-K within a cluster: the peers' barriers must be initialised before the fixup touches
   // them; the wait is deferred to the fixup (and, for the producer warps, their end), so nothing
   // before it waits for the other CTAs.
@@ -120,7 +121,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
   }
   // Neither CTA of a cluster may exit while the other can still multicast into its shared memory
   // or arrive on its barriers.
-  cluster_sync<T::kClusterM>();
+  cluster_sync<T::kClusterSize>();
 }
 
 }  // namespace hopperkit::gemm

@@ -19,9 +19,9 @@ int fp8_splits_in_cluster(long tiles, int num_k_blocks, int max_splits, int num_
   }
 }
 
-template <int kBlockM, int kBlockN, int kClusterM, bool kOneBoxStaging, bool kMasked = false>
+template <int kBlockM, int kBlockN, int kClusterM, bool kOneBoxStaging, bool kMasked = false, int kClusterN = 1>
 void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params_in, int num_sms, bool pdl, cudaStream_t stream) {
-  using T = Fp8Gemm1d2dTraits<kBlockM, kBlockN, kClusterM, kOneBoxStaging, kMasked>;
+  using T = Fp8Gemm1d2dTraits<kBlockM, kBlockN, kClusterM, kOneBoxStaging, kMasked, kClusterN>;
   Fp8Gemm1d2dParams params = params_in;
   params.sched_rows = scheduled_rows(params, kBlockM);
   const int m_blocks = (params.sched_rows + kBlockM - 1) / kBlockM;
@@ -30,13 +30,19 @@ void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params_in, int num_sms, bool 
   // is only valid between tiles of one B matrix.
   HK_CHECK(kClusterM == 1 || m_blocks % kClusterM == 0, "multicast GEMM needs an even number of M blocks");
   HK_CHECK(kClusterM == 1 || params.layout == GemmLayout::kNormal, "multicast GEMM is for the normal layout only");
+  // A multicast pairs the N blocks 2j and 2j + 1 of the one M block: with a single M block the
+  // scheduler's consecutive units are consecutive N blocks, and with an even number of them every
+  // CTA of an (even) persistent grid has a partner with as many units.
+  HK_CHECK(kClusterN == 1 || (m_blocks == 1 && (params.n + kBlockN - 1) / kBlockN % 2 == 0 &&
+                              params.layout == GemmLayout::kNormal && params.k_splits == 1),
+           "A multicast needs one M block, an even number of N blocks, the normal layout and no split-K");
   HK_CHECK((params.layout == GemmLayout::kMGroupedMasked) == kMasked && (!kMasked || params.k_splits == 1),
            "the masked layout runs its own instantiations (without split-K), and only it");
   // A contiguous-layout tile must not mix experts, whose segments are aligned to 128 rows only (a
   // masked tile stays within its group: the scheduler walks each group's rows separately).
   HK_CHECK(kBlockM <= 128 || params.layout != GemmLayout::kMGroupedContiguous,
            "256-row tiles are not for the contiguous layout");
-  HK_CHECK(params.k_splits == 1 || (kClusterM == 1 && params.layout == GemmLayout::kNormal &&
+  HK_CHECK(params.k_splits == 1 || (T::kClusterSize == 1 && params.layout == GemmLayout::kNormal &&
                                     params.split_workspace != nullptr && params.split_flags != nullptr &&
                                     params.split_epoch != 0 && params.split_epoch < (1ull << 56) && params.k_splits < 256),
            "split-K needs the normal layout, no cluster, a workspace, an epoch and fewer than 256 splits");
@@ -44,7 +50,7 @@ void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params_in, int num_sms, bool 
            "A box rows must be a multiple of 8 in [8, BLOCK_M], got ", params.a_box_rows);
   HK_CHECK(tiles < INT32_MAX, "too many work units for the scheduler: ", tiles);
   if (tiles == 0) return;
-  int cluster = kClusterM;
+  int cluster = T::kClusterSize;
   params.split_in_cluster = 0;
   if (params.max_cluster_splits > 1 && params.split_fixup == Fp8Gemm1d2dParams::SplitFixup::kAuto) {
     const long output_tiles = tiles / params.k_splits;

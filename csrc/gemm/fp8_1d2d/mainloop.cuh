@@ -63,7 +63,12 @@ __device__ __forceinline__ void produce_tile(const Fp8Gemm1d2dParams& p, typenam
     smem.barriers.producer_acquire(st, tx_bytes);
     uint64_t* full = smem.barriers.full_barrier(st);
     const int k0 = kb * T::kBlockK;
-    if (grouped_a) {
+    // With kClusterN = 2 both CTAs work on the same M block: rank 0 loads its A (and below, its
+    // scales) into both; the partner's full barrier counts the same bytes either way.
+    const bool loads_a = T::kClusterN == 1 || cute::block_rank_in_cluster() == 0;
+    if constexpr (T::kClusterN == 2) {
+      if (loads_a) tma_load_2d_multicast(&p.tma_a, full, smem.a[st.stage], k0, rows.a_row, 0b11);
+    } else if (grouped_a) {
       tma_load_3d(&p.tma_a, full, smem.a[st.stage], k0, rows.a_row, rows.a_group);
     } else {
       tma_load_2d(&p.tma_a, full, smem.a[st.stage], k0, rows.a_row);
@@ -77,7 +82,11 @@ __device__ __forceinline__ void produce_tile(const Fp8Gemm1d2dParams& p, typenam
     } else if (cute::block_rank_in_cluster() == 0) {
       tma_load_2d_multicast(&p.tma_b, full, smem.b[st.stage], k0, b_row, (1 << T::kClusterM) - 1, b_hint);
     }
-    tma_load_2d(&p.tma_sfa, full, smem.sfa[st.stage], rows.a_row, sfa_row + kb);
+    if constexpr (T::kClusterN == 2) {
+      if (loads_a) tma_load_2d_multicast(&p.tma_sfa, full, smem.sfa[st.stage], rows.a_row, sfa_row + kb, 0b11);
+    } else {
+      tma_load_2d(&p.tma_sfa, full, smem.sfa[st.stage], rows.a_row, sfa_row + kb);
+    }
     st.advance();
   }
 }

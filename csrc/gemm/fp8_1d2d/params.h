@@ -56,6 +56,7 @@ struct Fp8Gemm1d2dConfig {
   // The variant that stages one store box per warpgroup and gives the rest of shared memory to
   // stages (traits.h kStoreBuffers), for grids of at most two waves (heuristics.h).
   bool one_box_staging = false;
+  int cluster_n = 1;  // 2: CTA pairs on adjacent N blocks of the one M block share A through TMA multicast
 };
 
 void run_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params, Fp8Gemm1d2dConfig config, int num_sms, bool pdl,

@@ -18,7 +18,8 @@ enum class Fp8GemmBarrier : int {
   kEpilogueWarpgroup0 = 2,    // + warpgroup: that warpgroup's D staging buffer is free / written
 };
 
-template <int kBlockM_, int kBlockN_, int kClusterM_ = 1, bool kOneBoxStaging_ = false, bool kMasked_ = false>
+template <int kBlockM_, int kBlockN_, int kClusterM_ = 1, bool kOneBoxStaging_ = false, bool kMasked_ = false,
+          int kClusterN_ = 1>
 struct Fp8Gemm1d2dTraits {
   // The masked layout's own instantiations: the scheduler hands out only the M blocks with rows before
   // masked_m (gemm/scheduler.cuh kCompactMasked); the others keep their code exactly.
@@ -28,7 +29,13 @@ struct Fp8Gemm1d2dTraits {
   // CTAs of a cluster work on vertically adjacent tiles (same N block): the B tile is loaded once,
   // by the cluster's rank 0, and multicast to both, halving B's L2 traffic.
   static constexpr int kClusterM = kClusterM_;
-  static_assert(kClusterM == 1 || kClusterM == 2, "clusters of 1 or 2 CTAs");
+  // The mirror image, for grids of one M block (decode-sized M): CTAs of a cluster work on
+  // horizontally adjacent tiles (same M block), and rank 0 multicasts A and its scales to both
+  // (every CTA of such a grid reads the same A; gemm/heuristics.h fp8_1d2d_a_multicast_fits).
+  static constexpr int kClusterN = kClusterN_;
+  static constexpr int kClusterSize = kClusterM * kClusterN;
+  static_assert((kClusterM == 1 || kClusterM == 2) && (kClusterN == 1 || kClusterN == 2) && kClusterSize <= 2,
+                "clusters of 1 or 2 CTAs, sharing B (kClusterM) or A (kClusterN)");
   // One staging box per warpgroup whatever the tile, the rest of shared memory to stages: for grids
   // of at most two waves (Fp8Gemm1d2dConfig::one_box_staging), see kStoreBuffers.
   static constexpr bool kOneBoxStaging = kOneBoxStaging_;
@@ -92,7 +99,7 @@ struct Fp8Gemm1d2dTraits {
     // The tile's B scales of the stage's K block: its first scale row, and the second one when
     // the tile straddles two 128-column scale blocks (written by the producer, see produce_tile).
     float2 sfb[kStages];
-    StageBarriers<kStages, kClusterM> barriers;
+    StageBarriers<kStages, kClusterSize> barriers;
     int split_is_last;  // split-K fixup through global memory: this CTA finished the tile's last split
     // Split-K fixup within a cluster (GemmProblem::split_in_cluster, gemm/split_k_cluster.cuh):
     // the peers' partials arrive into the stage ring.
@@ -103,7 +110,7 @@ struct Fp8Gemm1d2dTraits {
   // tiles only: with more than 64 values per thread (256×128, 128×192), the summing pass spills,
   // and those tiles split K where M is small only. One unit's FP32 partial, and how many the A/B
   // stage ring can receive.
-  static constexpr bool kSplitInCluster = kClusterM == 1 && !kMasked && kWaves * kBlockN / 2 <= 64;
+  static constexpr bool kSplitInCluster = kClusterSize == 1 && !kMasked && kWaves * kBlockN / 2 <= 64;
   static constexpr int kPartialBytes = kBlockM * kBlockN * 4;
   static constexpr int kRingPartials = kStages * (kBytesA + kBytesB) / kPartialBytes;
   static constexpr int kSmemBytes = sizeof(SharedStorage) + 1024;

@@ -1,0 +1,116 @@
+"""FP8 decode GEMMs of one M block with and without A multicast, as ncu kernel durations: the
+measurement behind ``gemm/heuristics.h`` ``fp8_1d2d_a_multicast_pays``.
+
+  ncu --clock-control none --profile-from-start off --metrics gpu__time_duration.sum --csv --page raw \\
+      python benchmarks/sweep_fp8_a_multicast.py --calls calls.json > ncu.csv
+  python benchmarks/sweep_fp8_a_multicast.py --table ncu.csv --calls calls.json
+
+The first form runs every shape with ``HOPPERKIT_FP8_GEMM_A_MULTICAST`` off, on, and unset (the
+heuristic), in turns for ``--rounds`` rounds inside cudaProfilerStart/Stop, after checking that every
+setting gives the same bits; shapes where A multicast cannot run (split K, an odd number of N
+blocks) are skipped with a line saying so. The second maps ncu's kernel durations (one kernel per
+call) onto the call sequence and prints the median of each setting in µs, and B's GB/s at them.
+ncu flushes the caches before each kernel (its default ``--cache-control all``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+import json
+import os
+import statistics
+import sys
+
+MS = (1, 7, 32, 64)
+NK = ((7168, 16384), (7168, 2048), (24576, 1536), (32768, 512), (4096, 7168))
+SETTINGS = ("off", "on", "auto")
+
+
+def run(args) -> None:
+    import torch
+
+    import hopperkit
+
+    torch.manual_seed(0)
+    calls = []
+    for m in args.ms:
+        for n, k in NK:
+            a_fp8, sfa = hopperkit.per_token_cast_to_fp8(torch.randn(m, k, dtype=torch.bfloat16, device="cuda"))
+            b_fp8, sfb = hopperkit.per_block_cast_to_fp8(torch.randn(n, k, dtype=torch.bfloat16, device="cuda"))
+            fns, outs = {}, {}
+            try:
+                for setting in args.settings:
+                    d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+
+                    def call(setting=setting, d=d):
+                        if setting == "auto":
+                            os.environ.pop("HOPPERKIT_FP8_GEMM_A_MULTICAST", None)
+                        else:
+                            os.environ["HOPPERKIT_FP8_GEMM_A_MULTICAST"] = setting
+                        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d)
+
+                    call()
+                    fns[setting], outs[setting] = call, d
+            except ValueError as e:
+                print(f"{m}x{n}x{k}: skipped ({str(e).splitlines()[0][:120]})")
+                continue
+            first = next(iter(outs.values()))
+            for setting, d in outs.items():
+                if torch.isnan(d.float()).any() or not torch.equal(d, first):
+                    raise SystemExit(f"{m}x{n}x{k}: A multicast {setting} differs from {args.settings[0]}")
+            torch.cuda.synchronize()
+            torch.cuda.cudart().cudaProfilerStart()
+            for _ in range(args.rounds):
+                for name, fn in fns.items():
+                    fn()
+                    calls.append([f"{m}x{n}x{k}", name])
+            torch.cuda.synchronize()
+            torch.cuda.cudart().cudaProfilerStop()
+    os.environ.pop("HOPPERKIT_FP8_GEMM_A_MULTICAST", None)
+    with open(args.calls, "w") as f:
+        json.dump(calls, f)
+
+
+def table(args) -> None:
+    with open(args.calls) as f:
+        calls = json.load(f)
+    with open(args.table) as f:
+        rows = list(csv.reader(line for line in f if line.startswith('"')))
+    col = {h: i for i, h in enumerate(rows[0])}
+    metric = col["gpu__time_duration.sum"]
+    to_us = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}[rows[1][metric]]
+    durations_seq = [float(r[metric].replace(",", "")) * to_us for r in rows[2:]]
+    if len(durations_seq) != len(calls):
+        raise SystemExit(f"{len(durations_seq)} kernels for {len(calls)} calls")
+    durations = collections.defaultdict(list)
+    for (shape, name), us in zip(calls, durations_seq):
+        durations[(shape, name)].append(us)
+    names = list(dict.fromkeys(name for _, name in calls))
+    print("ncu kernel durations, µs (median of rounds), and B's GB/s; ratio: off / on")
+    for shape in dict.fromkeys(shape for shape, _ in calls):
+        m, n, k = (int(x) for x in shape.split("x"))
+        med = {name: statistics.median(durations[(shape, name)]) for name in names}
+        gbs = {name: n * k / med[name] / 1e3 for name in names}
+        ratio = f" | ratio {med['off'] / med['on']:.3f}" if "off" in med and "on" in med else ""
+        print(f"{shape:>15}: " + " | ".join(f"{name} {med[name]:6.2f} ({gbs[name]:4.0f})" for name in names) + ratio)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--calls", required=True, help="the call sequence: written by a run, read by --table")
+    ap.add_argument("--table", help="ncu's --csv --page raw output of a run: print the medians")
+    ap.add_argument("--ms", type=int, nargs="+", default=list(MS), help="row counts M")
+    ap.add_argument("--settings", nargs="+", default=list(SETTINGS), help="HOPPERKIT_FP8_GEMM_A_MULTICAST values (auto: unset)")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args(argv)
+    if args.table:
+        table(args)
+    else:
+        run(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
