@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run compute-sanitizer over the GPU tests that reach every kernel on small shapes: each FP8 1d2d
-# configuration, the split-K fixups (cluster and global), the m-grouped layouts, the 1d1d and
+# configuration (A multicast included), the split-K fixups (cluster and global), the m-grouped layouts, the 1d1d and
 # k-grouped kernels, every BF16 instantiation, MLA decode (BF16 and FP8 caches, split and unsplit),
 # its metadata and combine kernels, and the casts. Shapes stay small because the tools run the
 # kernels 10-100x slower.
@@ -32,6 +32,7 @@ export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 
 TESTS=(
   "tests/test_fp8_gemm_gpu.py::test_1d2d_every_config"
+  "tests/test_fp8_gemm_gpu.py::test_1d2d_a_multicast"
   "tests/test_fp8_gemm_gpu.py::test_split_k_forced"
   "tests/test_fp8_gemm_gpu.py::test_split_k_fixups_agree"
   "tests/test_fp8_gemm_gpu.py::test_1d2d_odd_shapes"
