@@ -304,7 +304,7 @@ def test_swap_ab_knob(monkeypatch, forbid_reference):
     d = poison_(torch.empty(4, 576, dtype=torch.bfloat16, device="cuda"))
     hopperkit.bf16_gemm_nt(a, b, d)
     _check("swap off", d, ref)
-    for bad in ("on", "48", "128"):
+    for bad in ("on", "48", "128", "16,32"):
         monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SWAP_AB", bad)
         with pytest.raises(ValueError, match="HOPPERKIT_BF16_GEMM_SWAP_AB"):
             hopperkit.bf16_gemm_nt(a, b, d)

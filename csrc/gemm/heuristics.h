@@ -192,9 +192,7 @@ inline constexpr int kMinBf16KBlocksPerSplit = 24;
 inline constexpr int kMinBf16KBlocksPerClusterSplit = 18;
 inline int choose_bf16_k_splits(int m, int n, int k, const Bf16GemmConfig& config, int num_sms,
                                 int min_k_blocks = kMinBf16KBlocksPerSplit, int max_splits = 16) {
-  const bool tile = config.swap_ab ? config.block_m == 64 && (config.block_n == 8 || config.block_n == 16 ||
-                                                               config.block_n == 32 || config.block_n == 64 ||
-                                                               config.block_n == 96)
+  const bool tile = config.swap_ab ? config.block_m == 64 && is_bf16_swap_ab_token_width(config.block_n)
                                    : (config.block_n == 128 && (config.block_m == 64 || config.block_m == 128)) ||
                                          (config.block_m == 64 && config.block_n == 64);
   const bool compiled = tile && config.major_a == OperandMajor::kK && config.major_b == OperandMajor::kK;

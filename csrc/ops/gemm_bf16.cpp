@@ -182,8 +182,9 @@ at::Tensor set_k_splits(gemm::Bf16GemmParams& p, gemm::Bf16GemmConfig& config, i
 // The swapped decode GEMM's tile for this call (Bf16Variant::kSwapAB, heuristics.h
 // choose_bf16_swap_ab_config), or nullopt for the normal kernels. It needs K-major A and B and no C;
 // a tile forced by HOPPERKIT_BF16_GEMM_CONFIG keeps the normal kernels. HOPPERKIT_BF16_GEMM_SWAP_AB
-// (tuning and tests): unset or `auto`, the heuristic decides; `off` keeps the normal kernels; 8, 16,
-// 32, 64 or 96 runs the swapped kernel with that many token columns wherever it can run, at any M.
+// (tuning and tests): unset or `auto`, the heuristic decides; `off` keeps the normal kernels; one of
+// kBf16SwapAbTokenWidths runs the swapped kernel with that many token columns wherever it can run,
+// at any M.
 std::optional<gemm::Bf16GemmConfig> swap_ab_config(int64_t m, int64_t n, int64_t k, int64_t num_sms,
                                                    gemm::OperandMajor major_a, gemm::OperandMajor major_b,
                                                    bool has_c) {
@@ -191,11 +192,13 @@ std::optional<gemm::Bf16GemmConfig> swap_ab_config(int64_t m, int64_t n, int64_t
   if (const char* forced = std::getenv("HOPPERKIT_BF16_GEMM_SWAP_AB")) {
     const std::string v(forced);
     if (v == "off") return std::nullopt;
-    if (v == "8" || v == "16" || v == "32" || v == "64" || v == "96") {
-      forced_tokens = std::stoi(v);
-    } else {
-      HK_CHECK_VALUE(v == "auto", "HOPPERKIT_BF16_GEMM_SWAP_AB must be auto, off, 8, 16, 32, 64 or 96, got '", forced,
-                     "'");
+    std::vector<int> width;
+    if (parse_int_list(forced, width) && width.size() == 1 && gemm::is_bf16_swap_ab_token_width(width[0])) {
+      forced_tokens = width[0];
+    } else if (v != "auto") {
+      std::string widths;
+      for (const int w : gemm::kBf16SwapAbTokenWidths) widths += ", " + std::to_string(w);
+      HK_CHECK_VALUE(false, "HOPPERKIT_BF16_GEMM_SWAP_AB must be auto, off", widths, " (token columns), got '", forced, "'");
     }
   }
   if (major_a != gemm::OperandMajor::kK || major_b != gemm::OperandMajor::kK || has_c) return std::nullopt;

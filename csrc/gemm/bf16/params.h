@@ -65,12 +65,24 @@ struct Bf16GemmParams : GemmProblem {
   int max_cluster_splits = 1;
 };
 
+// Token columns (BLOCK_N) of the compiled swapped decode kernels (Bf16Variant::kSwapAB, 64 weight
+// rows each): the one list that the traits, the split-K rule and the tuning knob check against;
+// dispatch.cu instantiates each.
+inline constexpr int kBf16SwapAbTokenWidths[] = {8, 16, 32, 64, 96};
+
+constexpr bool is_bf16_swap_ab_token_width(int block_n) {
+  for (const int width : kBf16SwapAbTokenWidths) {
+    if (width == block_n) return true;
+  }
+  return false;
+}
+
 // Tile configurations compiled into the library (one instantiation file each).
 struct Bf16GemmConfig {
   int block_m, block_n;
   int k_splits = 1;  // > 1: split-K (Bf16Variant::kSplitK, or kSwapAB)
-  // Bf16Variant::kSwapAB: block_m = 64 weight rows, block_n = 8, 16, 32, 64 or 96 token columns
-  // (the parameters then hold the swapped problem).
+  // Bf16Variant::kSwapAB: block_m = 64 weight rows, block_n one of kBf16SwapAbTokenWidths token
+  // columns (the parameters then hold the swapped problem).
   bool swap_ab = false;
   OperandMajor major_a = OperandMajor::kK, major_b = OperandMajor::kK;
 };

@@ -40,10 +40,9 @@ struct Bf16GemmTraits {
   static_assert(!kMasked || (kMajorA == OperandMajor::kK && kMajorB == OperandMajor::kK),
                 "the masked operands are K-major (MoE activations and weights)");
   static_assert(kBlockM == 64 || kBlockM == 128, "each math warpgroup owns 64 rows (the wgmma M)");
-  static_assert(kSwapAB ? kBlockM == 64 && (kBlockN == 8 || kBlockN == 16 || kBlockN == 32 || kBlockN == 64 ||
-                                             kBlockN == 96)
+  static_assert(kSwapAB ? kBlockM == 64 && is_bf16_swap_ab_token_width(kBlockN)
                         : kBlockN == 64 || kBlockN == 128 || kBlockN == 256,
-                "wgmma N of 64, 128 or 256; the swapped decode kernels: 64 weight rows × 8, 16, 32, 64 or 96 tokens");
+                "wgmma N of 64, 128 or 256; the swapped decode kernels: 64 weight rows × kBf16SwapAbTokenWidths");
   // One K block = 64 bf16 = one 128-byte swizzle row: a K-major tile is [rows × 128 B], an MN-major
   // tile is BLOCK/64 chunks of [64 K rows × 128 B] (64 M/N elements per row), so both layouts are
   // built from 8 KiB pieces holding 64 rows (K-major) or 64 columns (MN-major) of the operand.
