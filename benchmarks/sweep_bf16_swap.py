@@ -17,12 +17,13 @@ each kernel (its default ``--cache-control all``), so every call starts from a c
 from __future__ import annotations
 
 import argparse
-import collections
-import csv
 import json
 import os
 import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ncu_sweep import durations_by_call, profile_in_turns  # noqa: E402
 
 MS = (40, 64, 72, 96, 128)
 NK = ((2112, 7168), (576, 7168), (4096, 7168), (7168, 2048), (24576, 1536), (32768, 512))
@@ -56,14 +57,7 @@ def run(args) -> None:
                 fns[setting] = call
             d_mm = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
             fns["torch.mm"] = lambda: torch.mm(a, b.t(), out=d_mm)
-            torch.cuda.synchronize()
-            torch.cuda.cudart().cudaProfilerStart()
-            for _ in range(args.rounds):
-                for name, fn in fns.items():
-                    fn()
-                    calls.append([f"{m}x{n}x{k}", name])
-            torch.cuda.synchronize()
-            torch.cuda.cudart().cudaProfilerStop()
+            profile_in_turns(f"{m}x{n}x{k}", fns, args.rounds, calls)
     os.environ.pop("HOPPERKIT_BF16_GEMM_SWAP_AB", None)
     with open(args.calls, "w") as f:
         json.dump(calls, f)
@@ -72,23 +66,7 @@ def run(args) -> None:
 def table(args) -> None:
     with open(args.calls) as f:
         calls = json.load(f)
-    with open(args.table) as f:
-        rows = list(csv.reader(line for line in f if line.startswith('"')))
-    col = {h: i for i, h in enumerate(rows[0])}
-    metric = col["gpu__time_duration.sum"]
-    to_us = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}[rows[1][metric]]
-    kernels = [(r[col["Kernel Name"]], float(r[metric].replace(",", "")) * to_us) for r in rows[2:]]
-    durations = collections.defaultdict(list)
-    i = 0
-    for shape, name in calls:
-        total = kernels[i][1]
-        i += 1
-        while i < len(kernels) and "splitKreduce" in kernels[i][0]:
-            total += kernels[i][1]
-            i += 1
-        durations[(shape, name)].append(total)
-    if i != len(kernels):
-        raise SystemExit(f"{len(kernels)} kernels for {len(calls)} calls: {len(kernels) - i} left over")
+    durations = durations_by_call(args.table, calls, trailing=lambda kernel: "splitKreduce" in kernel)
     names = list(dict.fromkeys(name for _, name in calls))
     print("ncu kernel durations, µs (median of rounds); ratio: torch.mm / auto")
     for shape in dict.fromkeys(shape for shape, _ in calls):

@@ -9,19 +9,20 @@ The first form runs every shape with ``HOPPERKIT_FP8_GEMM_A_MULTICAST`` off, on,
 heuristic), in turns for ``--rounds`` rounds inside cudaProfilerStart/Stop, after checking that every
 setting gives the same bits; shapes where A multicast cannot run (split K, an odd number of N
 blocks) are skipped with a line saying so. The second maps ncu's kernel durations (one kernel per
-call) onto the call sequence and prints the median of each setting in µs, and B's GB/s at them.
-ncu flushes the caches before each kernel (its default ``--cache-control all``).
+call; ``ncu_sweep.py``) onto the call sequence and prints the median of each setting in µs, and
+B's GB/s at them. ncu flushes the caches before each kernel (its default ``--cache-control all``).
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
-import csv
 import json
 import os
 import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ncu_sweep import durations_by_call, profile_in_turns  # noqa: E402
 
 MS = (1, 7, 32, 64)
 NK = ((7168, 16384), (7168, 2048), (24576, 1536), (32768, 512), (4096, 7168))
@@ -60,14 +61,7 @@ def run(args) -> None:
             for setting, d in outs.items():
                 if torch.isnan(d.float()).any() or not torch.equal(d, first):
                     raise SystemExit(f"{m}x{n}x{k}: A multicast {setting} differs from {args.settings[0]}")
-            torch.cuda.synchronize()
-            torch.cuda.cudart().cudaProfilerStart()
-            for _ in range(args.rounds):
-                for name, fn in fns.items():
-                    fn()
-                    calls.append([f"{m}x{n}x{k}", name])
-            torch.cuda.synchronize()
-            torch.cuda.cudart().cudaProfilerStop()
+            profile_in_turns(f"{m}x{n}x{k}", fns, args.rounds, calls)
     os.environ.pop("HOPPERKIT_FP8_GEMM_A_MULTICAST", None)
     with open(args.calls, "w") as f:
         json.dump(calls, f)
@@ -76,17 +70,7 @@ def run(args) -> None:
 def table(args) -> None:
     with open(args.calls) as f:
         calls = json.load(f)
-    with open(args.table) as f:
-        rows = list(csv.reader(line for line in f if line.startswith('"')))
-    col = {h: i for i, h in enumerate(rows[0])}
-    metric = col["gpu__time_duration.sum"]
-    to_us = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}[rows[1][metric]]
-    durations_seq = [float(r[metric].replace(",", "")) * to_us for r in rows[2:]]
-    if len(durations_seq) != len(calls):
-        raise SystemExit(f"{len(durations_seq)} kernels for {len(calls)} calls")
-    durations = collections.defaultdict(list)
-    for (shape, name), us in zip(calls, durations_seq):
-        durations[(shape, name)].append(us)
+    durations = durations_by_call(args.table, calls)
     names = list(dict.fromkeys(name for _, name in calls))
     print("ncu kernel durations, µs (median of rounds), and B's GB/s; ratio: off / on")
     for shape in dict.fromkeys(shape for shape, _ in calls):

@@ -1,0 +1,60 @@
+"""The mechanics shared by the ncu sweeps (``sweep_bf16_swap.py``, ``sweep_fp8_a_multicast.py``): call
+each setting of a shape in turns inside cudaProfilerStart/Stop, recording the sequence of calls, then
+map the kernel durations of ``ncu --csv --page raw`` onto that sequence.
+
+A sweep runs under
+
+  ncu --clock-control none --profile-from-start off --metrics gpu__time_duration.sum --csv --page raw ...
+
+so that only the calls between start and stop are profiled; ncu flushes the caches before each kernel
+(its default ``--cache-control all``).
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+from typing import Callable, Dict, List, Tuple
+
+_TO_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
+
+
+def profile_in_turns(shape: str, fns: Dict[str, Callable[[], None]], rounds: int, calls: List[List[str]]) -> None:
+    """Calls every function of ``fns`` once per round, in turns, under the profiler, and appends
+    ``[shape, name]`` to ``calls`` for each call."""
+    import torch
+
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            fn()
+            calls.append([shape, name])
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+
+
+def durations_by_call(csv_path: str, calls: List[List[str]],
+                      trailing: Callable[[str], bool] = lambda kernel: False) -> Dict[Tuple[str, str], List[float]]:
+    """The µs of each (shape, name) call of ``calls``, from ncu's raw CSV: one kernel per call, plus the
+    kernels right after it whose name ``trailing`` accepts (e.g. cuBLAS's split-K reduction)."""
+    with open(csv_path) as f:
+        rows = list(csv.reader(line for line in f if line.startswith('"')))
+    col = {h: i for i, h in enumerate(rows[0])}
+    metric = col["gpu__time_duration.sum"]
+    to_us = _TO_US[rows[1][metric]]
+    kernels = [(r[col["Kernel Name"]], float(r[metric].replace(",", "")) * to_us) for r in rows[2:]]
+    durations: Dict[Tuple[str, str], List[float]] = collections.defaultdict(list)
+    i = 0
+    for shape, name in calls:
+        if i >= len(kernels):
+            raise SystemExit(f"{len(kernels)} kernels for {len(calls)} calls: too few")
+        total = kernels[i][1]
+        i += 1
+        while i < len(kernels) and trailing(kernels[i][0]):
+            total += kernels[i][1]
+            i += 1
+        durations[(shape, name)].append(total)
+    if i != len(kernels):
+        raise SystemExit(f"{len(kernels)} kernels for {len(calls)} calls: {len(kernels) - i} left over")
+    return durations
