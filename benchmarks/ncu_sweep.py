@@ -12,9 +12,10 @@ so that only the calls between start and stop are profiled; ncu flushes the cach
 
 from __future__ import annotations
 
+import argparse
 import collections
 import csv
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 _TO_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
 
@@ -58,3 +59,22 @@ def durations_by_call(csv_path: str, calls: List[List[str]],
     if i != len(kernels):
         raise SystemExit(f"{len(kernels)} kernels for {len(calls)} calls: {len(kernels) - i} left over")
     return durations
+
+
+def sweep_main(doc: str, run: Callable[[argparse.Namespace], None], table: Callable[[argparse.Namespace], None],
+               ms: Sequence[int], settings: Sequence[str], ms_help: str, settings_help: str,
+               argv: Optional[Sequence[str]] = None) -> int:
+    """The sweeps' command line: ``--calls`` with ``--table`` prints the medians (``table``), without it
+    runs the sweep under the profiler (``run``) over ``--ms``, ``--settings`` and ``--rounds``."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--calls", required=True, help="the call sequence: written by a run, read by --table")
+    ap.add_argument("--table", help="ncu's --csv --page raw output of a run: print the medians")
+    ap.add_argument("--ms", type=int, nargs="+", default=list(ms), help=ms_help)
+    ap.add_argument("--settings", nargs="+", default=list(settings), help=settings_help)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args(argv)
+    if args.table:
+        table(args)
+    else:
+        run(args)
+    return 0

@@ -15,14 +15,13 @@ B's GB/s at them. ncu flushes the caches before each kernel (its default ``--cac
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ncu_sweep import durations_by_call, profile_in_turns  # noqa: E402
+from ncu_sweep import durations_by_call, profile_in_turns, sweep_main  # noqa: E402
 
 MS = (1, 7, 32, 64)
 NK = ((7168, 16384), (7168, 2048), (24576, 1536), (32768, 512), (4096, 7168))
@@ -82,18 +81,8 @@ def table(args) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--calls", required=True, help="the call sequence: written by a run, read by --table")
-    ap.add_argument("--table", help="ncu's --csv --page raw output of a run: print the medians")
-    ap.add_argument("--ms", type=int, nargs="+", default=list(MS), help="row counts M")
-    ap.add_argument("--settings", nargs="+", default=list(SETTINGS), help="HOPPERKIT_FP8_GEMM_A_MULTICAST values (auto: unset)")
-    ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args(argv)
-    if args.table:
-        table(args)
-    else:
-        run(args)
-    return 0
+    return sweep_main(__doc__, run, table, MS, SETTINGS, "row counts M",
+                      "HOPPERKIT_FP8_GEMM_A_MULTICAST values (auto: unset)", argv)
 
 
 if __name__ == "__main__":
