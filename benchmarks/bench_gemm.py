@@ -347,14 +347,14 @@ def _dense_case(dev: torch.device, timer: Timer, kernel: bool, m: int, b: torch.
     return row
 
 
-def run_dense(dev: torch.device, timer: Timer) -> list[dict]:
+def run_dense(dev: torch.device, timer: Timer, ms: Optional[Sequence[int]] = None) -> list[dict]:
     kernel = _ops.use_kernel("fp8_gemm_nt", dev)
     rows = []
     for pair_index, (n, k) in enumerate(QUICK_NK if timer.quick else DENSE_NK):
         b = torch.randn(n, k, dtype=torch.bfloat16, device=dev)
         b_fp8, sfb = hopperkit.per_block_cast_to_fp8(b)
         sb = cublas_sfb(sfb)
-        for m in (QUICK_MS if timer.quick else DENSE_MS):
+        for m in ms or (QUICK_MS if timer.quick else DENSE_MS):
             start = time.time()
             rows.append(dict(_dense_case(dev, timer, kernel, m, b, b_fp8, sfb, sb), pair_index=pair_index))
             _progress(f"[dense] M={m} N={n} K={k}: {time.time() - start:.1f} s")
@@ -765,12 +765,16 @@ def _bf16_k_grouped_case(dev: torch.device, timer: Timer, g: int, m: int, n: int
     return row
 
 
-def run_bf16(dev: torch.device, timer: Timer) -> list[dict]:
+def run_bf16(dev: torch.device, timer: Timer, ms: Optional[Sequence[int]] = None) -> list[dict]:
     rows = []
-    for m, n, k in (QUICK_BF16_DENSE if timer.quick else BF16_DENSE):
+    dense = ([(m, n, k) for n, k in (QUICK_NK if timer.quick else DENSE_NK) for m in ms] if ms
+             else QUICK_BF16_DENSE if timer.quick else BF16_DENSE)
+    for m, n, k in dense:
         start = time.time()
         rows.append(_bf16_dense_case(dev, timer, m, n, k))
         _progress(f"[bf16] dense M={m} N={n} K={k}: {time.time() - start:.1f} s")
+    if ms:  # an M sweep of the dense GEMMs only
+        return rows
     cases = _grouped_cases(timer.quick)
     if timer.quick:  # one contiguous and one masked case
         cases = [c for c in cases if c[0] == "contiguous"][:1] + [c for c in cases if c[0] == "masked"][-1:]
@@ -870,6 +874,21 @@ def dense_geomeans(rows: list[dict]) -> dict:
     }
 
 
+def geomeans_by_m(rows: list[dict], m_key: str, baseline: Optional[str] = None) -> list[tuple[int, float, int]]:
+    """(M, geomean ratio, rows) for each M of an M sweep, over the rows timed against ``baseline``
+    (all rows with a ratio when None)."""
+    out = []
+    for m in sorted({r[m_key] for r in rows}):
+        ratios = [r["ratio"] for r in rows if r[m_key] == m and r.get("ratio") and baseline in (None, r["baseline"])]
+        if ratios:
+            out.append((m, geomean(ratios), len(ratios)))
+    return out
+
+
+def print_geomeans_by_m(label: str, by_m: list[tuple[int, float, int]]) -> None:
+    print(f"geomean {label} by M: " + ", ".join(f"{m}: {g:.2f} ({n})" for m, g, n in by_m))
+
+
 def accuracy_failures(section: str, rows: list[dict], tol: float) -> list[str]:
     bad = []
     for r in rows:
@@ -886,6 +905,16 @@ def accuracy_failures(section: str, rows: list[dict], tol: float) -> list[str]:
 # --------------------------------------------------------------------------------------------------
 
 
+def _m_list(text: str) -> tuple[int, ...]:
+    try:
+        ms = tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not ms or min(ms) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive M values, got {text!r}")
+    return ms
+
+
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a few representative shapes per section (< ~1 min)")
@@ -895,6 +924,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                          "dirty lines) or read (read 256 MB; leaves clean lines). Default: zero")
     ap.add_argument("--only", action="append", choices=SECTIONS,
                     help="run only this section (repeatable); default: all")
+    ap.add_argument("--ms", type=_m_list, metavar="M1,M2,...",
+                    help="sweep these M instead: the FP8 dense rows take them (default "
+                         f"{','.join(map(str, DENSE_MS))}), the BF16 section runs its dense GEMM at them on the same "
+                         "(N, K) pairs and skips its grouped rows")
     args = ap.parse_args(argv)
     args.sections = tuple(s for s in SECTIONS if s in (args.only or SECTIONS))
     return args
@@ -931,10 +964,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     started = time.time()
     results: dict = {"device": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
                      "cuda": torch.version.cuda, "quick": args.quick, "flush": args.flush, "sections": list(args.sections),
+               "ms": list(args.ms) if args.ms else None,
                      "paths": paths}
     failures: list[str] = []
     if "dense" in args.sections:
-        results["dense"] = run_dense(dev, timer)
+        results["dense"] = run_dense(dev, timer, args.ms)
         results["dense_geomean"] = dense_geomeans(results["dense"])
         results["read_floor"] = run_read_floor(dev, timer)
         failures += accuracy_failures("dense", results["dense"], FP8_DIFF_TOL)
@@ -945,7 +979,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         results["wgrad"] = run_wgrad(dev, timer)
         failures += accuracy_failures("wgrad", results["wgrad"], FP8_DIFF_TOL)
     if "bf16" in args.sections:
-        results["bf16"] = run_bf16(dev, timer)
+        results["bf16"] = run_bf16(dev, timer, args.ms)
         failures += accuracy_failures("bf16", results["bf16"], BF16_DIFF_TOL)
     results["wall_s"] = time.time() - started
 
@@ -957,6 +991,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"({gm['blockwise_m4096_rows']} shapes), all {fmt(gm['blockwise_all'], '.2f', 0)} "
               f"({gm['blockwise_all_rows']} shapes); counting per-tensor* rows too: M=4096 "
               f"{fmt(gm['any_baseline_m4096'], '.2f', 0)}, all {fmt(gm['any_baseline_all'], '.2f', 0)}")
+        if args.ms:
+            results["dense_geomean_by_m"] = geomeans_by_m(results["dense"], "m", "blockwise")
+            print_geomeans_by_m("hopperkit/cuBLAS blockwise", results["dense_geomean_by_m"])
         print("* cuBLAS blockwise refused the shape (expected for N % 128 != 0; the error is in the JSON's "
               "blockwise_refused): per-tensor FP8 torch._scaled_mm on the same bytes, a coarser and faster recipe")
         floor = results["read_floor"]
@@ -981,6 +1018,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     results["wgrad"])
     if "bf16" in results:
         print_table("BF16 GEMMs", BF16_COLUMNS, results["bf16"])
+        if args.ms:
+            results["bf16_geomean_by_m"] = geomeans_by_m(results["bf16"], "m_per_group")
+            print_geomeans_by_m("hopperkit/torch.mm", results["bf16_geomean_by_m"])
     print(f"\nwall time {results['wall_s']:.0f} s")
     for line in failures:
         print(f"ACCURACY FAILURE: {line}")

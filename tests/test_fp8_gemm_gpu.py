@@ -86,6 +86,18 @@ def test_1d2d_odd_shapes(cuda, m, n, k):
     _run_1d2d(cuda, m, n, k)
 
 
+# Shapes above 128 rows where the heuristic takes 128×64 tiles with split-K over several M blocks
+# instead of unsplit 64×64 tiles (heuristics.h choose_fp8_1d2d_dense_config): a last M block partly
+# past M (1200, 233, 537), two and three splits per tile, N = 256 to 2112, K = 7168 and 16384.
+MID_M_SPLIT_SHAPES = ((256, 2112, 7168), (512, 576, 7168), (768, 576, 7168), (1200, 256, 7168), (233, 2048, 7168),
+                      (537, 512, 16384))
+
+
+@pytest.mark.parametrize("m,n,k", MID_M_SPLIT_SHAPES, ids=[f"M{m}-N{n}-K{k}" for m, n, k in MID_M_SPLIT_SHAPES])
+def test_1d2d_mid_m_split(cuda, m, n, k):
+    _run_1d2d(cuda, m, n, k)
+
+
 # Every compiled 1d2d tile configuration, forced (the heuristic reaches only some of them on the
 # shapes above), on ragged M, N and K: a last M block that is partly (1000) or mostly (300: whole
 # 64-row waves of a 256-row tile) past M, BLOCK_N = 192 tiles that start mid scale block (N 200,

@@ -127,22 +127,42 @@ inline int choose_k_splits(int m, int n, int k, const Fp8Gemm1d2dConfig& config,
   return choose_k_splits_for_tiles(tiles, (k + 127) / 128, num_sms, min_k_blocks, max_splits);
 }
 
-// The dense GEMM's tile (choose_fp8_1d2d_config), with one correction for 65-128 rows: the wave
-// model then takes 64×64 tiles in two M blocks, each of which streams all of B, where one 128-row M
-// block of 128×64 tiles with split-K streams fewer bytes per unit (A is only ever read from L2). It
-// is taken where its units fill at least three quarters of the SMs; with fewer units (narrow N)
-// the two M blocks keep more SMs reading. PERF (H200, ncu kernel durations, clean L2, medians of
-// three calls in turns, µs, two 64-row blocks / one 128-row block with split-K): 4096×7168 at
-// M = 72 / 100 / 128: 18.14 / 14.85, 18.14 / 15.17, 18.37 / 15.04; 2112×7168: 16.64 / 12.77,
-// 13.47 / 12.74, 13.25 / 12.77 (the one-block units are 33 clusters of three splits there); kept:
-// 576×7168 (54 one-block units): 10.18 / 11.17, 9.57 / 11.23, 9.47 / 11.30.
+// The dense GEMM's tile (choose_fp8_1d2d_config), with one correction for grids of 64×64 tiles: every
+// 64-row M block streams all of B, where 128×64 tiles with split-K stream fewer bytes per unit (A is
+// only ever read from L2, and half as many M blocks read B). The 128×64 tiles are taken where their
+// units fill at least three quarters of the SMs (with fewer, narrow N, the 64-row blocks keep more
+// SMs reading). Above 128 rows also only where
+// - the 64×64 tiles do not split K themselves (there they measured as fast or faster),
+// - the 128-row blocks cover at most 1/8 more rows than the 64-row ones: a 128×64 tile spends its
+//   time on padding rows too (the wgmmas of its second warpgroup, TMA's zero fill of the A box),
+// - the 64×64 tiles would run at least kMinKBlocksForTallerSplit K blocks: the split pays for its
+//   second pipeline fill and the fixup only on long units.
+// PERF (H200, ncu kernel durations, clean L2, medians of three calls in turns, µs, 64×64 / 128×64
+// with split-K), one M block: 4096×7168 at M = 72 / 100 / 128: 18.14 / 14.85, 18.14 / 15.17,
+// 18.37 / 15.04; 2112×7168: 16.64 / 12.77, 13.47 / 12.74, 13.25 / 12.77 (the one-block units are 33
+// clusters of three splits there); kept: 576×7168 (54 one-block units): 10.18 / 11.17, 9.57 / 11.23,
+// 9.47 / 11.30. Above 128 rows (benchmarks/sweep_tiles.py: L2 flushed, medians of 30 calls in turns,
+// µs): taken, 256×2112×7168 (132 tiles / 66 × 2 splits) 20.5 / 17.7, 512×576×7168 (72 / 36 × 3)
+// 19.9 / 14.6, 768×576×7168 (108 / 54 × 2) 20.1 / 16.6, 1200×256×7168 (76 / 40 × 3) 19.9 / 16.3;
+// padding, 160×2112×7168 20.5 / 24.8, 192×2112×7168 20.4 / 22.5; K = 4096 (32 K blocks),
+// 193×2112 14.9 / 16.6, 450×1024 14.8 / 15.4, 230×2048 14.8 / 14.4, 600×768 14.4 / 14.5, 864×576
+// 15.2 / 14.8, 1800×256 14.7 / 14.6; 64×64 tiles splitting K, 256×576×7168 (36 × 3) 12.9 / 14.3,
+// 384×576×7168 (54 × 2) 14.2 / 15.4.
+inline constexpr int kMinKBlocksForTallerSplit = 48;
 inline Fp8Gemm1d2dConfig choose_fp8_1d2d_dense_config(int m, int n, int k, int num_sms) {
   const Fp8Gemm1d2dConfig config = choose_fp8_1d2d_config(m, n, num_sms);
-  if (m <= 64 || m > 128 || config.block_m != 64 || config.block_n != 64) return config;
-  const Fp8Gemm1d2dConfig one_block{128, 64, 1};
-  const long tiles = (n + one_block.block_n - 1) / one_block.block_n;
-  const int splits = choose_k_splits(m, n, k, one_block, num_sms, kMinKBlocksPerClusterSplit, 8);
-  return splits > 1 && 4 * tiles * splits >= 3L * num_sms ? one_block : config;
+  if (m <= 64 || config.block_m != 64 || config.block_n != 64) return config;
+  const Fp8Gemm1d2dConfig taller{128, 64, 1};
+  if (m > 128) {
+    const long rows_64 = (m + 63) / 64 * 64L, rows_128 = (m + 127) / 128 * 128L;
+    if (choose_k_splits(m, n, k, config, num_sms, kMinKBlocksPerClusterSplit, 8) > 1 || 8 * rows_128 > 9 * rows_64 ||
+        (k + 127) / 128 < kMinKBlocksForTallerSplit) {
+      return config;
+    }
+  }
+  const long tiles = static_cast<long>((m + taller.block_m - 1) / taller.block_m) * ((n + taller.block_n - 1) / taller.block_n);
+  const int splits = choose_k_splits(m, n, k, taller, num_sms, kMinKBlocksPerClusterSplit, 8);
+  return splits > 1 && 4 * tiles * splits >= 3L * num_sms ? taller : config;
 }
 
 // Grids of at most two waves (every CTA runs one or two work units) take the one-box-staging
