@@ -29,6 +29,7 @@ NK = ((2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (40
 # split-K on the tiles that compile it.
 BF16_SETTINGS: Dict[str, Dict[str, str]] = {
     "128x256": {"HOPPERKIT_BF16_GEMM_CONFIG": "128,256"},
+    "128x192": {"HOPPERKIT_BF16_GEMM_CONFIG": "128,192"},
     "128x128": {"HOPPERKIT_BF16_GEMM_CONFIG": "128,128"},
     "64x256": {"HOPPERKIT_BF16_GEMM_CONFIG": "64,256"},
     "64x128": {"HOPPERKIT_BF16_GEMM_CONFIG": "64,128"},

@@ -120,6 +120,34 @@ def test_narrow_tile(monkeypatch, forbid_reference):
     _run_dense(7, 2112, 7168, key=("tile", 64, 64))
 
 
+WIDE_192_CASES = ((200, 264, 200, torch.bfloat16, "none"), (200, 264, 200, torch.float32, "none"),
+                  (200, 264, 200, torch.float32, "c"), (200, 264, 200, torch.bfloat16, "alias"),
+                  (1000, 2112, 7168, torch.bfloat16, "none"), (1000, 576, 1000, torch.bfloat16, "none"))
+
+
+@pytest.mark.parametrize("m,n,k,out,c_mode", WIDE_192_CASES,
+                         ids=[f"M{m}-N{n}-K{k}-{str(o).split('.')[-1]}-C{c}" for m, n, k, o, c in WIDE_192_CASES])
+def test_192_wide_tile(m, n, k, out, c_mode, monkeypatch, forbid_reference):
+    """The 128×192 tile (compiled for K-major A and B, the normal layout: N = 2112 and 576 are whole
+    multiples of 192), forced: a ragged last N block (264) and M block (200, 1000), each store path
+    (BF16 and FP32 D by TMA stores of three staging boxes, FP32 D with C and C aliasing D from the
+    registers), and the two N it is for."""
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", "128,192")
+    forbid_reference("bf16_gemm_nt")
+    _run_dense(m, n, k, out=out, c_mode=c_mode, key=("tile", 128, 192))
+
+
+def test_192_wide_tile_refused_where_not_compiled(monkeypatch):
+    """An MN-major operand has no 128×192 kernel: the forced tile is refused before any launch."""
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", "128,192")
+    a = torch.randn(256, 512, dtype=torch.bfloat16, device="cuda")
+    b = torch.randn(512, 384, dtype=torch.bfloat16, device="cuda").t()  # MN-major
+    d = torch.full((256, 384), float("nan"), dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(RuntimeError, match="no BF16 GEMM compiled for BLOCK_M=128 BLOCK_N=192"):
+        hopperkit.bf16_gemm_nt(a, b, d)
+    assert torch.isnan(d).all()
+
+
 @pytest.mark.parametrize("major_b", ["k", "mn"])
 @pytest.mark.parametrize("m", [128, 1000])
 def test_b_cache_hint_changes_no_bit(monkeypatch, forbid_reference, m, major_b):

@@ -181,12 +181,20 @@ inline bool fp8_1d2d_one_box_staging(const Fp8Gemm1d2dConfig& config, long work_
 // BF16 GEMM: the same wave-quantisation model over the compiled BF16 tiles. 128×256 (two math
 // warpgroups of 64×256, 128 accumulators each) issues the most wgmma work per byte of shared memory
 // and per barrier round trip; 64-row tiles (one math warpgroup) serve decode-sized M.
-// PERF: the efficiencies are first estimates, not yet measured (bench_gemm.py --only bf16).
-// `narrow`: the 64×64 tile is a candidate too (compiled for the normal layout with K-major operands).
+// `narrow`: the 64×64 and 128×192 tiles are candidates too (compiled for the normal layout with
+// K-major operands); 128×192 tiles N = 2112 and 576 without a ragged last N block.
+// PERF (H200, benchmarks/sweep_tiles.py --kind bf16: every compiled tile on the benchmark's seven
+// (N, K) at M = 192-8192, 84 shapes, L2 flushed, medians of calls in turns): the model's pick is
+// 1.004× the fastest tile's time in geomean (1.036× without the 128×192 candidate; 128×192 at 0.92 to
+// 0.97 fits equally, a search over every efficiency finds nothing better than 1.0045), and at most
+// 1.21× (192×7168×16384: 64×256, 100 µs, against 128×128, 122: the model is blind to a problem that
+// streams more bytes of B than it computes). The 128×192 tile where it is picked, µs, 128×256 or
+// 128×128 before / 128×192: 1024×2112×7168 73.0 / 58.6, 3072×2112×7168 152.5 / 124.6,
+// 6144×2112×7168 301.5 / 242.0, 4096×576×7168 74.6 / 60.4, 3072×7168×16384 1078.8 / 1037.6.
 inline Bf16GemmConfig choose_bf16_config(int m, int n, int num_sms, int groups = 1, bool narrow = false) {
   static constexpr TileCandidate kCandidates[] = {{128, 256, 1.0}, {128, 128, 0.9}, {64, 256, 0.6}, {64, 128, 0.55}};
   static constexpr TileCandidate kWithNarrow[] = {
-      {128, 256, 1.0}, {128, 128, 0.9}, {64, 256, 0.6}, {64, 128, 0.55}, {64, 64, 0.45}};
+      {128, 256, 1.0}, {128, 192, 0.95}, {128, 128, 0.9}, {64, 256, 0.6}, {64, 128, 0.55}, {64, 64, 0.45}};
   const TileCandidate tile = narrow ? pick_tile_by_waves(kWithNarrow, m, n, num_sms, groups)
                                     : pick_tile_by_waves(kCandidates, m, n, num_sms, groups);
   Bf16GemmConfig best{tile.block_m, tile.block_n};
