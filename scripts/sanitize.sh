@@ -54,6 +54,8 @@ TESTS=(
   "tests/test_bf16_gemm_gpu.py::test_swap_ab_decode"
   "tests/test_bf16_gemm_gpu.py::test_swap_ab_forced_width"
   "tests/test_bf16_gemm_gpu.py::test_narrow_tile"
+  "tests/test_bf16_gemm_gpu.py::test_192_wide_tile"
+  "tests/test_fp8_gemm_gpu.py::test_1d2d_mid_m_split"
   "tests/test_mla_scheduler.py"
   "tests/test_mla_decode_gpu.py::test_causal_rows_without_keys"
   "tests/test_mla_decode_gpu.py::test_cuda_graph_replay_with_new_seqlens"
