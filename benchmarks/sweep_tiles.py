@@ -150,20 +150,22 @@ def _ints(text: str) -> Tuple[int, ...]:
     return tuple(int(t) for t in text.split(",") if t.strip())
 
 
-def _nks(text: str) -> Tuple[Tuple[int, int], ...]:
-    return tuple(tuple(int(v) for v in t.split("x")) for t in text.split(",") if t.strip())  # type: ignore[misc]
-
-
-def _mnks(text: str) -> Tuple[Tuple[int, int, int], ...]:
-    return tuple(tuple(int(v) for v in t.split("x")) for t in text.split(",") if t.strip())  # type: ignore[misc]
+def _sizes(count: int) -> Callable[[str], Tuple[Tuple[int, ...], ...]]:
+    """An argparse type: comma-separated entries of `count` integers joined by x (NxK, MxNxK)."""
+    def parse(text: str) -> Tuple[Tuple[int, ...], ...]:
+        entries = tuple(tuple(int(v) for v in t.split("x")) for t in text.split(",") if t.strip())
+        if not entries or any(len(e) != count for e in entries):
+            raise argparse.ArgumentTypeError(f"expected entries of {count} sizes joined by x, got {text!r}")
+        return entries
+    return parse
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kind", choices=("bf16", "fp8"), required=True)
     ap.add_argument("--ms", type=_ints, metavar="M1,M2,...", help="each M on every --nk pair")
-    ap.add_argument("--nk", type=_nks, default=NK, metavar="NxK,...", help="default: the benchmark's seven (N, K)")
-    ap.add_argument("--shapes", type=_mnks, default=(), metavar="MxNxK,...", help="these shapes too")
+    ap.add_argument("--nk", type=_sizes(2), default=NK, metavar="NxK,...", help="default: the benchmark's seven (N, K)")
+    ap.add_argument("--shapes", type=_sizes(3), default=(), metavar="MxNxK,...", help="these shapes too")
     ap.add_argument("--iters", type=int, default=15, help="timed rounds per shape (default 15)")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
