@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import collections
 import csv
+import json
+import statistics
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 _TO_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
@@ -59,6 +61,24 @@ def durations_by_call(csv_path: str, calls: List[List[str]],
     if i != len(kernels):
         raise SystemExit(f"{len(kernels)} kernels for {len(calls)} calls: {len(kernels) - i} left over")
     return durations
+
+
+def write_calls(path: str, calls: List[List[str]]) -> None:
+    """Saves the call sequence of a run, for the table mode."""
+    with open(path, "w") as f:
+        json.dump(calls, f)
+
+
+def medians_by_shape(csv_path: str, calls_path: str, trailing: Callable[[str], bool] = lambda kernel: False
+                     ) -> Tuple[List[str], Dict[str, Dict[str, float]]]:
+    """The table mode's numbers: the settings in call order, and for each shape (in call order) the
+    median µs of each setting over the rounds (``durations_by_call``)."""
+    with open(calls_path) as f:
+        calls = json.load(f)
+    durations = durations_by_call(csv_path, calls, trailing)
+    names = list(dict.fromkeys(name for _, name in calls))
+    return names, {shape: {name: statistics.median(durations[(shape, name)]) for name in names}
+                   for shape in dict.fromkeys(shape for shape, _ in calls)}
 
 
 def sweep_main(doc: str, run: Callable[[argparse.Namespace], None], table: Callable[[argparse.Namespace], None],

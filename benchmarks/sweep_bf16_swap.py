@@ -16,13 +16,11 @@ each kernel (its default ``--cache-control all``), so every call starts from a c
 
 from __future__ import annotations
 
-import json
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ncu_sweep import durations_by_call, profile_in_turns, sweep_main  # noqa: E402
+from ncu_sweep import medians_by_shape, profile_in_turns, sweep_main, write_calls  # noqa: E402
 
 MS = (40, 64, 72, 96, 128)
 NK = ((2112, 7168), (576, 7168), (4096, 7168), (7168, 2048), (24576, 1536), (32768, 512))
@@ -58,18 +56,13 @@ def run(args) -> None:
             fns["torch.mm"] = lambda: torch.mm(a, b.t(), out=d_mm)
             profile_in_turns(f"{m}x{n}x{k}", fns, args.rounds, calls)
     os.environ.pop("HOPPERKIT_BF16_GEMM_SWAP_AB", None)
-    with open(args.calls, "w") as f:
-        json.dump(calls, f)
+    write_calls(args.calls, calls)
 
 
 def table(args) -> None:
-    with open(args.calls) as f:
-        calls = json.load(f)
-    durations = durations_by_call(args.table, calls, trailing=lambda kernel: "splitKreduce" in kernel)
-    names = list(dict.fromkeys(name for _, name in calls))
+    names, medians = medians_by_shape(args.table, args.calls, trailing=lambda kernel: "splitKreduce" in kernel)
     print("ncu kernel durations, µs (median of rounds); ratio: torch.mm / auto")
-    for shape in dict.fromkeys(shape for shape, _ in calls):
-        med = {name: statistics.median(durations[(shape, name)]) for name in names}
+    for shape, med in medians.items():
         ratio = f" | ratio {med['torch.mm'] / med['auto']:.3f}" if "auto" in med else ""
         print(f"{shape:>14}: " + " | ".join(f"{name} {med[name]:6.2f}" for name in names) + ratio)
 

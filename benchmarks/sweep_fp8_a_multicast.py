@@ -15,13 +15,11 @@ B's GB/s at them. ncu flushes the caches before each kernel (its default ``--cac
 
 from __future__ import annotations
 
-import json
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ncu_sweep import durations_by_call, profile_in_turns, sweep_main  # noqa: E402
+from ncu_sweep import medians_by_shape, profile_in_turns, sweep_main, write_calls  # noqa: E402
 
 MS = (1, 7, 32, 64)
 NK = ((7168, 16384), (7168, 2048), (24576, 1536), (32768, 512), (4096, 7168))
@@ -62,19 +60,14 @@ def run(args) -> None:
                     raise SystemExit(f"{m}x{n}x{k}: A multicast {setting} differs from {args.settings[0]}")
             profile_in_turns(f"{m}x{n}x{k}", fns, args.rounds, calls)
     os.environ.pop("HOPPERKIT_FP8_GEMM_A_MULTICAST", None)
-    with open(args.calls, "w") as f:
-        json.dump(calls, f)
+    write_calls(args.calls, calls)
 
 
 def table(args) -> None:
-    with open(args.calls) as f:
-        calls = json.load(f)
-    durations = durations_by_call(args.table, calls)
-    names = list(dict.fromkeys(name for _, name in calls))
+    names, medians = medians_by_shape(args.table, args.calls)
     print("ncu kernel durations, µs (median of rounds), and B's GB/s; ratio: off / on")
-    for shape in dict.fromkeys(shape for shape, _ in calls):
+    for shape, med in medians.items():
         m, n, k = (int(x) for x in shape.split("x"))
-        med = {name: statistics.median(durations[(shape, name)]) for name in names}
         gbs = {name: n * k / med[name] / 1e3 for name in names}
         ratio = f" | ratio {med['off'] / med['on']:.3f}" if "off" in med and "on" in med else ""
         print(f"{shape:>15}: " + " | ".join(f"{name} {med[name]:6.2f} ({gbs[name]:4.0f})" for name in names) + ratio)
