@@ -100,7 +100,8 @@ struct HalfWgmma<__half, 256> {
 // bf16 wgmma m64nNk16 with both operands in shared memory, each K-major or MN-major (the
 // instruction's transpose bits, valid for 16-bit types only), FP32 accumulators. N is one of the
 // BF16 kernels' tile widths (powers of two 8 .. 256, 96 and 192), for which CuTe's selector returns
-// the instruction of exactly that N (the assertion checks it).
+// the instruction of exactly that N (the assertion checks it); 144 and 176 are specialised in
+// common/wgmma_extended.cuh.
 template <int N, cute::SM90::GMMA::Major kMajorA, cute::SM90::GMMA::Major kMajorB>
 struct Bf16SsWgmma {
   using Atom = decltype(cute::SM90::GMMA::ss_op_selector<cute::bfloat16_t, cute::bfloat16_t, float,

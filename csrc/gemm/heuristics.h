@@ -181,8 +181,9 @@ inline bool fp8_1d2d_one_box_staging(const Fp8Gemm1d2dConfig& config, long work_
 // BF16 GEMM: the same wave-quantisation model over the compiled BF16 tiles. 128×256 (two math
 // warpgroups of 64×256, 128 accumulators each) issues the most wgmma work per byte of shared memory
 // and per barrier round trip; 64-row tiles (one math warpgroup) serve decode-sized M.
-// `narrow`: the 64×64 and 128×192 tiles are candidates too (compiled for the normal layout with
-// K-major operands); 128×192 tiles N = 2112 and 576 without a ragged last N block.
+// `narrow`: the 64×64, 128×192, 128×176 and 128×144 tiles are candidates too (compiled for the
+// normal layout with K-major operands); 192, 176 and 144 tile N = 2112 and 576 without a ragged last
+// N block, each quantising differently onto the SMs (1024×2112: 88, 96 or 120 tiles).
 // PERF (H200, benchmarks/sweep_tiles.py --kind bf16: every compiled tile on the benchmark's seven
 // (N, K) at M = 192-8192, 84 shapes, L2 flushed, medians of calls in turns): the model's pick is
 // 1.004× the fastest tile's time in geomean (1.036× without the 128×192 candidate; 128×192 at 0.92 to
@@ -191,10 +192,19 @@ inline bool fp8_1d2d_one_box_staging(const Fp8Gemm1d2dConfig& config, long work_
 // streams more bytes of B than it computes). The 128×192 tile where it is picked, µs, 128×256 or
 // 128×128 before / 128×192: 1024×2112×7168 73.0 / 58.6, 3072×2112×7168 152.5 / 124.6,
 // 6144×2112×7168 301.5 / 242.0, 4096×576×7168 74.6 / 60.4, 3072×7168×16384 1078.8 / 1037.6.
+// 128×176 and 128×144, fitted the same way (their efficiencies: the best geomean over a grid of
+// both, 0.94 and 0.77-0.86): the pick 1.007× the fastest tile in geomean (1.022× without them),
+// µs where they are picked, the previous pick / the new one: 1024×2112×7168 59.0 / 48.3 (144),
+// 2048×2112×7168 119.1 / 97.8 (144), 4096×576×7168 60.4 / 51.7 (144), 8192×576×7168 125.7 / 103.5
+// (144), 8192×2112×7168 362.1 / 340.5 (176), 1536×7168×16384 539.7 / 505.1 (176), 2048×7168×2048
+// 92.0 / 87.7 (176). Missed: 3072×576×7168 and 6144×576×7168 keep 128×128 (56.2 and 106.0)
+// where 128×144 took 48.4 and 99.4: one wave of 128×128 tiles on every SM runs slower per tile
+// than one on two thirds of them (2048×576: 42.6), which a per-tile efficiency cannot express.
 inline Bf16GemmConfig choose_bf16_config(int m, int n, int num_sms, int groups = 1, bool narrow = false) {
   static constexpr TileCandidate kCandidates[] = {{128, 256, 1.0}, {128, 128, 0.9}, {64, 256, 0.6}, {64, 128, 0.55}};
-  static constexpr TileCandidate kWithNarrow[] = {
-      {128, 256, 1.0}, {128, 192, 0.95}, {128, 128, 0.9}, {64, 256, 0.6}, {64, 128, 0.55}, {64, 64, 0.45}};
+  static constexpr TileCandidate kWithNarrow[] = {{128, 256, 1.0}, {128, 192, 0.95}, {128, 176, 0.94},
+                                                  {128, 144, 0.84}, {128, 128, 0.9},  {64, 256, 0.6},
+                                                  {64, 128, 0.55},  {64, 64, 0.45}};
   const TileCandidate tile = narrow ? pick_tile_by_waves(kWithNarrow, m, n, num_sms, groups)
                                     : pick_tile_by_waves(kCandidates, m, n, num_sms, groups);
   Bf16GemmConfig best{tile.block_m, tile.block_n};

@@ -19,6 +19,23 @@ struct TileStoreTarget {
   int col0, row0, group;
 };
 
+// Boxes of a tile kBlockN columns wide, kBoxCols columns each: ⌈kBlockN / kBoxCols⌉ of them, box b
+// at tile column kBoxCols·b, except that where the width is not a whole number of boxes the last
+// one ends at the tile's end and so overlaps the one before it (the BF16 tiles 144 and 176 columns
+// wide: boxes at columns 0, 64 and 80, or 0, 64 and 112). Columns are then stored twice: with the
+// same values by a store, with -0.0 (the additive identity of every value) by the second of two
+// reduce-adds. A narrower last box would need a tensor map of its own.
+template <int kBlockN, int kBoxCols>
+struct StoreBoxes {
+  static constexpr int kCount = (kBlockN + kBoxCols - 1) / kBoxCols;
+  static_assert(kBlockN >= kBoxCols && kBlockN % 16 == 0, "a tile is at least one box wide, in whole 16-column pairs");
+  static __device__ __forceinline__ constexpr int col(int box) {
+    return box * kBoxCols < kBlockN - kBoxCols ? box * kBoxCols : kBlockN - kBoxCols;
+  }
+  // Tile columns below this in box `box` were stored by the boxes before it.
+  static __device__ __forceinline__ constexpr int stored_before(int box) { return box * kBoxCols; }
+};
+
 // For each 64-column box: every thread stmatrix-es its fragment into a 1 KiB-aligned staging box
 // (128B-swizzled, so the 8 rows of each 8×8 matrix hit 8 different banks), and one thread issues
 // the TMA store, which clips rows and columns outside the tensor (at 16-byte granularity along a
@@ -36,9 +53,9 @@ template <int kBlockN, int kBuffers, int kRound = 1, class BarrierId>
 __device__ __forceinline__ void store_rows_bf16(const TileStoreTarget& target, uint8_t* staging, BarrierId barrier,
                                                 bool keep_a, bool keep_b, const float (&acc)[kBlockN / 2],
                                                 int first_box = 0) {
-  constexpr int kBoxes = kBlockN / kStoreBoxCols;
+  using Boxes = StoreBoxes<kBlockN, kStoreBoxCols>;
+  constexpr int kBoxes = Boxes::kCount;
   static_assert(kBuffers >= 1, "at least one staging box per warpgroup");
-  static_assert(kBlockN % kStoreBoxCols == 0, "tiles are whole store boxes wide");
   static_assert(kRound >= 1 && kBuffers % kRound == 0 && kBoxes % kRound == 0,
                 "a round is a whole number of boxes and of staging turns");
   const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
@@ -61,7 +78,7 @@ __device__ __forceinline__ void store_rows_bf16(const TileStoreTarget& target, u
       const uint32_t buffer = staging_addr + slot_offset(box);
 #pragma unroll
       for (int pair = 0; pair < kStoreBoxCols / 16; ++pair) {
-        const int j = box * (kStoreBoxCols / 8) + 2 * pair;  // 8-column groups j and j + 1
+        const int j = Boxes::col(box) / 8 + 2 * pair;  // 8-column groups j and j + 1
         // One select per packed pair (bf16 zeros are zero bits) rather than one per value.
         const uint32_t r0 = keep_a ? pack_bf16x2(acc[4 * j + 0], acc[4 * j + 1]) : 0u;
         const uint32_t r1 = keep_b ? pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]) : 0u;
@@ -77,7 +94,7 @@ __device__ __forceinline__ void store_rows_bf16(const TileStoreTarget& target, u
       for (int i = 0; i < kRound; ++i) {
         const int box = round * kRound + i;
         const uint8_t* box_smem = staging + slot_offset(box);
-        const int col = target.col0 + box * kStoreBoxCols;
+        const int col = target.col0 + Boxes::col(box);
         if (target.three_d) {
           tma_store_3d(target.map, box_smem, col, target.row0, target.group);
         } else {
@@ -100,32 +117,38 @@ __device__ __forceinline__ void store_rows_bf16(const TileStoreTarget& target, u
 template <int kBlockN, int kBuffers, class BarrierId>
 __device__ __forceinline__ void store_rows_f32(const TileStoreTarget& target, uint8_t* staging, BarrierId barrier,
                                                bool reduce, bool zero, const float (&acc)[kBlockN / 2]) {
+  using Boxes = StoreBoxes<kBlockN, kStoreBoxColsF32>;
   static_assert(kBuffers >= 1, "at least one staging box per warpgroup");
-  static_assert(kBlockN % kStoreBoxColsF32 == 0, "tiles are whole FP32 store boxes wide");
   const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
   const bool leader = threadIdx.x % 128 == 0;
   const int row_a = 16 * warp + lane / 4;  // the thread's fragment rows row_a and row_a + 8
   const int swizzle = row_a % 8;
 #pragma unroll
-  for (int box = 0; box < kBlockN / kStoreBoxColsF32; ++box) {
+  for (int box = 0; box < Boxes::kCount; ++box) {
     const int slot = box % kBuffers;
     float* box_smem = reinterpret_cast<float*>(staging + slot * kStoreBoxBytes);
     if (leader) tma_store_wait_smem_read<kBuffers - 1>();
     named_barrier_sync(barrier, 128);
 #pragma unroll
     for (int g = 0; g < kStoreBoxColsF32 / 8; ++g) {
-      const int j = box * (kStoreBoxColsF32 / 8) + g;  // the thread's 8-column group
-      const int col = 8 * g + 2 * (lane % 4);           // within the box
+      const int j = Boxes::col(box) / 8 + g;  // the thread's 8-column group
+      const int col = 8 * g + 2 * (lane % 4);  // within the box
       const int offset = ((col / 4) ^ swizzle) * 4 + col % 4;
-      const float2 a = zero ? make_float2(0.0f, 0.0f) : make_float2(acc[4 * j + 0], acc[4 * j + 1]);
-      const float2 b = zero ? make_float2(0.0f, 0.0f) : make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+      // Columns an overlapping last box shares with the box before: added once only.
+      const bool again = 8 * j < Boxes::stored_before(box);
+      const float2 a = zero ? make_float2(0.0f, 0.0f)
+                       : reduce && again ? make_float2(-0.0f, -0.0f)
+                                         : make_float2(acc[4 * j + 0], acc[4 * j + 1]);
+      const float2 b = zero ? make_float2(0.0f, 0.0f)
+                       : reduce && again ? make_float2(-0.0f, -0.0f)
+                                         : make_float2(acc[4 * j + 2], acc[4 * j + 3]);
       *reinterpret_cast<float2*>(box_smem + row_a * kStoreBoxColsF32 + offset) = a;
       *reinterpret_cast<float2*>(box_smem + (row_a + 8) * kStoreBoxColsF32 + offset) = b;
     }
     fence_shared_for_async_proxy();
     named_barrier_sync(barrier, 128);
     if (leader) {
-      const int col = target.col0 + box * kStoreBoxColsF32;
+      const int col = target.col0 + Boxes::col(box);
       if (reduce) {
         tma_reduce_add_3d(target.map, box_smem, col, target.row0, target.group);
       } else {

@@ -18,10 +18,12 @@ void dispatch_tile(const Bf16GemmParams& params, Bf16GemmConfig config, int num_
   HK_BF16_CONFIG(128, 128)
   HK_BF16_CONFIG(64, 256)
   HK_BF16_CONFIG(64, 128)
-  // The narrow tile of decode-sized M, and the 192-wide one of N = 2112 and 576, compiled for the
-  // normal layout's K-major operands only.
+  // The narrow tile of decode-sized M, and the 144-, 176- and 192-wide ones of N = 2112 and 576,
+  // compiled for the normal layout's K-major operands only.
   if constexpr (kMajorA == OperandMajor::kK && kMajorB == OperandMajor::kK && kVariant == Bf16Variant::kGeneral) {
     HK_BF16_CONFIG(128, 192)
+    HK_BF16_CONFIG(128, 176)
+    HK_BF16_CONFIG(128, 144)
     HK_BF16_CONFIG(64, 64)
   }
 #undef HK_BF16_CONFIG

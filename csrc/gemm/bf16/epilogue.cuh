@@ -176,8 +176,8 @@ __device__ __forceinline__ void store_tile(const Bf16GemmParams& p, typename T::
                                    block.a_row + warpgroup * 64, block.a_group};
       const auto barrier = static_cast<Bf16GemmBarrier>(static_cast<int>(Bf16GemmBarrier::kEpilogueWarpgroup0) + warpgroup);
       // Both staging boxes per round (one fence and one barrier pair per two boxes), where the tile
-      // has two or more.
-      constexpr int kBoxes = T::kBlockN / kStoreBoxCols;
+      // has two or more; the 144- to 192-wide tiles' three in one round.
+      constexpr int kBoxes = StoreBoxes<T::kBlockN, kStoreBoxCols>::kCount;
       constexpr int kRound = kBoxes < T::kStoreBuffers ? kBoxes : T::kStoreBuffers;
       store_rows_bf16<T::kBlockN, T::kStoreBuffers, kRound>(target, smem.d[warpgroup], barrier, keep_a, keep_b, acc);
     } else if (p.output == Bf16GemmOutput::kFp32) {

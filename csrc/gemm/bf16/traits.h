@@ -40,14 +40,15 @@ struct Bf16GemmTraits {
   static_assert(!kMasked || (kMajorA == OperandMajor::kK && kMajorB == OperandMajor::kK),
                 "the masked operands are K-major (MoE activations and weights)");
   static_assert(kBlockM == 64 || kBlockM == 128, "each math warpgroup owns 64 rows (the wgmma M)");
-  // BLOCK_N = 192 (N = 2112 and 576 are whole multiples of it, not of 128 or 256) is compiled for the
-  // normal layout with K-major operands only.
+  // The widths that tile N = 2112 and 576 (multiples of 192, 176 and 144, not of 128 or 256) are
+  // compiled for the normal layout with K-major operands only: BLOCK_N = 192, 176 and 144.
+  static constexpr bool kOddWidth = kBlockN == 144 || kBlockN == 176 || kBlockN == 192;
   static_assert(kSwapAB ? kBlockM == 64 && is_bf16_swap_ab_token_width(kBlockN)
                         : kBlockN == 64 || kBlockN == 128 || kBlockN == 256 ||
-                              (kBlockN == 192 && kVariant == Bf16Variant::kGeneral && kMajorA == OperandMajor::kK &&
+                              (kOddWidth && kVariant == Bf16Variant::kGeneral && kMajorA == OperandMajor::kK &&
                                kMajorB == OperandMajor::kK),
-                "wgmma N of 64, 128, 256 (or 192, K-major); the swapped decode kernels: 64 weight rows × "
-                "kBf16SwapAbTokenWidths");
+                "wgmma N of 64, 128, 256 (or 144, 176, 192 with K-major operands); the swapped decode kernels: "
+                "64 weight rows × kBf16SwapAbTokenWidths");
   // One K block = 64 bf16 = one 128-byte swizzle row: a K-major tile is [rows × 128 B], an MN-major
   // tile is BLOCK/64 chunks of [64 K rows × 128 B] (64 M/N elements per row), so both layouts are
   // built from 8 KiB pieces holding 64 rows (K-major) or 64 columns (MN-major) of the operand.
@@ -76,9 +77,10 @@ struct Bf16GemmTraits {
 
   // Epilogue staging for the TMA store of a BF16 D (gemm/tile_store.cuh): two boxes per warpgroup,
   // so a 256-column tile's four boxes are written while the previous one is stored. Still 4 stages
-  // at 128×256 (the 48 KiB stages leave 38 KiB). A 192-column tile has three boxes, a staging turn
-  // a whole number of them: one box each (still 4 stages of 40 KiB).
-  static constexpr int kStoreBuffers = kBlockN == 192 ? 3 : 2;
+  // at 128×256 (the 48 KiB stages leave 38 KiB). The 144-, 176- and 192-column tiles have three
+  // boxes (the last one of 144 and 176 overlapping the second), a staging turn a whole number of
+  // them: one box each (5 stages of 34 KiB at 144, 4 of 38 and 40 KiB at 176 and 192).
+  static constexpr int kStoreBuffers = kOddWidth ? 3 : 2;
   static constexpr int kBytesD = kStoreBuffers * kStoreBoxBytes;
 
   // As many stages as fit next to the D buffers and the barriers in the 227 KiB an SM90 CTA may use
