@@ -149,15 +149,8 @@ def test_odd_width_tiles_keep_subnormal_c(block_n, monkeypatch, forbid_reference
     C unchanged, as the single add of every other column does."""
     monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", f"128,{block_n}")
     forbid_reference("bf16_gemm_nt")
-    gen = seeded_generator("cuda", "odd-width subnormal", block_n)
-    a, b = _randn(gen, 256, 320), _randn(gen, 2112, 320)
-    a[:64] = 0  # rows whose product is exactly 0
-    c = _randn(gen, 256, 2112).float()
-    c[:64] = 1e-40 * torch.sign(c[:64])
-    d = c.clone()
-    hopperkit.bf16_gemm_nt(a, b, d, c=d)
-    assert torch.equal(d[:64], c[:64]), "subnormal C under a zero product must be kept"
-    _check(f"128x{block_n} subnormal C", d, ref_gemm.bf16_gemm_nt(a, b, c, out_dtype=torch.float32))
+    for mode in ("alias", "separate"):
+        _run_subnormal_c(2112, mode, "tile", block_n)
 
 
 @pytest.mark.parametrize("block_n", ODD_WIDTHS)
@@ -467,21 +460,29 @@ def test_odd_n_into_padded_d(forbid_reference):
         assert torch.isnan(full[:, 7]).all(), "the column past N was written"
 
 
+def _run_subnormal_c(n: int, mode: str, *key) -> torch.Generator:
+    """FP32 D = C + A·Bᵀ (M = 256, K = 320) with C aliasing D or separate, A's first 64 rows zero and
+    C subnormal there: those rows of D must come back as C exactly, the rest within the contract.
+    Returns the case's generator for more draws."""
+    gen = seeded_generator("cuda", "subnormal", mode, *key)
+    a, b = _randn(gen, 256, 320), _randn(gen, n, 320)
+    a[:64] = 0  # rows whose product is exactly 0
+    c = _randn(gen, 256, n).float()
+    c[:64] = 1e-40 * torch.sign(c[:64])
+    d = c.clone() if mode == "alias" else poison_(torch.empty_like(c))
+    hopperkit.bf16_gemm_nt(a, b, d, c=d if mode == "alias" else c)
+    assert torch.equal(d[:64], c[:64]), f"N={n} {key}: subnormal C under a zero product must be kept"
+    _check(f"N={n} {key} subnormal C {mode}", d, ref_gemm.bf16_gemm_nt(a, b, c, out_dtype=torch.float32))
+    return gen
+
+
 @pytest.mark.parametrize("mode", ["alias", "separate"])
 def test_fp32_accumulation_keeps_subnormal_c(mode, forbid_reference):
     """FP32 D = C + A·Bᵀ through the TMA reduction keeps IEEE semantics: under a zero product a
     subnormal C comes back unchanged (red.global.add.f32 would flush it to 0)."""
     forbid_reference("bf16_gemm_nt")
     forbid_reference("k_grouped_bf16_gemm_tn_contiguous")
-    gen = seeded_generator("cuda", "subnormal", mode)
-    a, b = _randn(gen, 256, 320), _randn(gen, 264, 320)
-    a[:64] = 0  # rows whose product is exactly 0
-    c = _randn(gen, 256, 264).float()
-    c[:64] = 1e-40 * torch.sign(c[:64])
-    d = c.clone() if mode == "alias" else poison_(torch.empty_like(c))
-    hopperkit.bf16_gemm_nt(a, b, d, c=d if mode == "alias" else c)
-    assert torch.equal(d[:64], c[:64]), "subnormal C under a zero product must be kept"
-    _check(f"subnormal C {mode}", d, ref_gemm.bf16_gemm_nt(a, b, c, out_dtype=torch.float32))
+    gen = _run_subnormal_c(264, mode)
     ks = [128, 256]
     ak, bk = _randn(gen, sum(ks), 200), _randn(gen, sum(ks), 264)
     ak[:, :64] = 0
