@@ -120,9 +120,11 @@ def test_narrow_tile(monkeypatch, forbid_reference):
     _run_dense(7, 2112, 7168, key=("tile", 64, 64))
 
 
-# The widths that tile N = 2112 and 576 (compiled for K-major A and B, the normal layout). The 144-
-# and 176-wide tiles store their last 64-column box (32-column for FP32 D) overlapping the one before.
-ODD_WIDTHS = (144, 176, 192)
+# The tiles whose widths tile N = 2112 and 576 (compiled for K-major A and B, the normal layout). The
+# 144- and 176-wide tiles store their last 64-column box (32-column for FP32 D) overlapping the one
+# before.
+ODD_WIDTHS = ((128, 144), (128, 176), (128, 192), (64, 144))
+ODD_WIDTH_IDS = [f"{m}x{n}" for m, n in ODD_WIDTHS]
 ODD_WIDTH_CASES = ((200, 264, 200, torch.bfloat16, "none"), (200, 264, 200, torch.float32, "none"),
                    (200, 264, 200, torch.float32, "c"), (200, 264, 200, torch.float32, "alias"),
                    (200, 264, 200, torch.bfloat16, "alias"), (1000, 2112, 7168, torch.bfloat16, "none"),
@@ -131,36 +133,36 @@ ODD_WIDTH_CASES = ((200, 264, 200, torch.bfloat16, "none"), (200, 264, 200, torc
 
 @pytest.mark.parametrize("m,n,k,out,c_mode", ODD_WIDTH_CASES,
                          ids=[f"M{m}-N{n}-K{k}-{str(o).split('.')[-1]}-C{c}" for m, n, k, o, c in ODD_WIDTH_CASES])
-@pytest.mark.parametrize("block_n", ODD_WIDTHS)
-def test_odd_width_tiles(block_n, m, n, k, out, c_mode, monkeypatch, forbid_reference):
-    """The 128×144, 128×176 and 128×192 tiles, forced: a ragged last N block (264: the second block's
+@pytest.mark.parametrize("block_m,block_n", ODD_WIDTHS, ids=ODD_WIDTH_IDS)
+def test_odd_width_tiles(block_m, block_n, m, n, k, out, c_mode, monkeypatch, forbid_reference):
+    """The 128×144, 128×176, 128×192 and 64×144 tiles, forced: a ragged last N block (264: the second block's
     overlapping box lies past N, wholly or in part) and M block (200, 300, 1000), each store path (BF16
     and FP32 D by TMA stores of three staging boxes, FP32 D with C by TMA reduce-adds, whose overlapping
     box must not add its columns twice, BF16 D with C aliasing D from the registers), and the two N
     they are for."""
-    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", f"128,{block_n}")
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", f"{block_m},{block_n}")
     forbid_reference("bf16_gemm_nt")
-    _run_dense(m, n, k, out=out, c_mode=c_mode, key=("tile", 128, block_n))
+    _run_dense(m, n, k, out=out, c_mode=c_mode, key=("tile", block_m, block_n))
 
 
-@pytest.mark.parametrize("block_n", ODD_WIDTHS)
-def test_odd_width_tiles_keep_subnormal_c(block_n, monkeypatch, forbid_reference):
+@pytest.mark.parametrize("block_m,block_n", ODD_WIDTHS, ids=ODD_WIDTH_IDS)
+def test_odd_width_tiles_keep_subnormal_c(block_m, block_n, monkeypatch, forbid_reference):
     """Under a zero product the overlapping FP32 box's second reduce-add (of -0.0) leaves a subnormal
     C unchanged, as the single add of every other column does."""
-    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", f"128,{block_n}")
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", f"{block_m},{block_n}")
     forbid_reference("bf16_gemm_nt")
     for mode in ("alias", "separate"):
-        _run_subnormal_c(2112, mode, "tile", block_n)
+        _run_subnormal_c(2112, mode, "tile", block_m, block_n)
 
 
-@pytest.mark.parametrize("block_n", ODD_WIDTHS)
-def test_odd_width_tiles_refused_where_not_compiled(block_n, monkeypatch):
+@pytest.mark.parametrize("block_m,block_n", ODD_WIDTHS, ids=ODD_WIDTH_IDS)
+def test_odd_width_tiles_refused_where_not_compiled(block_m, block_n, monkeypatch):
     """An MN-major operand has no kernel of these widths: the forced tile is refused before any launch."""
-    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", f"128,{block_n}")
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", f"{block_m},{block_n}")
     a = torch.randn(256, 512, dtype=torch.bfloat16, device="cuda")
     b = torch.randn(512, 384, dtype=torch.bfloat16, device="cuda").t()  # MN-major
     d = torch.full((256, 384), float("nan"), dtype=torch.bfloat16, device="cuda")
-    with pytest.raises(RuntimeError, match=f"no BF16 GEMM compiled for BLOCK_M=128 BLOCK_N={block_n}"):
+    with pytest.raises(RuntimeError, match=f"no BF16 GEMM compiled for BLOCK_M={block_m} BLOCK_N={block_n}"):
         hopperkit.bf16_gemm_nt(a, b, d)
     assert torch.isnan(d).all()
 

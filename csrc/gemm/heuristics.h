@@ -11,10 +11,12 @@
 
 namespace hopperkit::gemm {
 
-// A compiled tile shape and its relative efficiency (tensor-core work per unit time of one tile).
+// A compiled tile shape and its relative efficiency (tensor-core work per unit time of one tile);
+// a candidate only for problems of at least min_rows rows.
 struct TileCandidate {
   int block_m, block_n;
   double efficiency;
+  int min_rows = 0;
 };
 
 // The candidate with the lowest modelled time: waves of a persistent grid × the time of one tile
@@ -28,6 +30,7 @@ inline TileCandidate pick_tile_by_waves(const TileCandidate (&candidates)[kCount
   double best_cost = INFINITY;
   for (const TileCandidate& c : candidates) {
     if (c.block_m > 64 && m <= c.block_m / 2) continue;
+    if (m < c.min_rows) continue;
     if (c.block_m == 256 && !allow_256_rows) continue;
     const long tiles =
         static_cast<long>(groups) * ((m + c.block_m - 1) / c.block_m) * ((n + c.block_n - 1) / c.block_n);
@@ -181,9 +184,9 @@ inline bool fp8_1d2d_one_box_staging(const Fp8Gemm1d2dConfig& config, long work_
 // BF16 GEMM: the same wave-quantisation model over the compiled BF16 tiles. 128×256 (two math
 // warpgroups of 64×256, 128 accumulators each) issues the most wgmma work per byte of shared memory
 // and per barrier round trip; 64-row tiles (one math warpgroup) serve decode-sized M.
-// `narrow`: the 64×64, 128×192, 128×176 and 128×144 tiles are candidates too (compiled for the
-// normal layout with K-major operands); 192, 176 and 144 tile N = 2112 and 576 without a ragged last
-// N block, each quantising differently onto the SMs (1024×2112: 88, 96 or 120 tiles).
+// `narrow`: the 64×64, 128×192, 128×176, 128×144 and 64×144 tiles are candidates too (compiled for
+// the normal layout with K-major operands); 192, 176 and 144 tile N = 2112 and 576 without a ragged
+// last N block, each quantising differently onto the SMs (1024×2112: 88, 96 or 120 tiles).
 // PERF (H200, benchmarks/sweep_tiles.py --kind bf16: every compiled tile on the benchmark's seven
 // (N, K) at M = 192-8192, 84 shapes, L2 flushed, medians of calls in turns): the model's pick is
 // 1.004× the fastest tile's time in geomean (1.036× without the 128×192 candidate; 128×192 at 0.92 to
@@ -200,11 +203,19 @@ inline bool fp8_1d2d_one_box_staging(const Fp8Gemm1d2dConfig& config, long work_
 // 92.0 / 87.7 (176). Missed: 3072×576×7168 and 6144×576×7168 keep 128×128 (56.2 and 106.0)
 // where 128×144 took 48.4 and 99.4: one wave of 128×128 tiles on every SM runs slower per tile
 // than one on two thirds of them (2048×576: 42.6), which a per-tile efficiency cannot express.
+// 64×144 (a sweep with it, the same 84 shapes): at 0.77 and above 256 rows the pick is 1.006× the
+// fastest tile in geomean (1.016× without the candidate; 1.008× at 192-256 rows too, where it lost
+// 3-8% to 64×128 on 4096×7168 and to 128×192 on 24576×1536, and decode sizes are not measured);
+// µs, the pick without it / with it: 512×2112×7168 42.5 / 34.2, 1536×576×7168 43.2 / 32.9,
+// 2048×576×7168 42.9 / 34.7, 6144×576×7168 104.1 / 85.3; 384×2112×7168 31.7 / 34.1 and
+// 1024×576×7168 30.0 / 30.7 the two it costs.
+inline constexpr int kMinRowsFor64x144 = 257;
 inline Bf16GemmConfig choose_bf16_config(int m, int n, int num_sms, int groups = 1, bool narrow = false) {
   static constexpr TileCandidate kCandidates[] = {{128, 256, 1.0}, {128, 128, 0.9}, {64, 256, 0.6}, {64, 128, 0.55}};
-  static constexpr TileCandidate kWithNarrow[] = {{128, 256, 1.0}, {128, 192, 0.95}, {128, 176, 0.94},
-                                                  {128, 144, 0.84}, {128, 128, 0.9},  {64, 256, 0.6},
-                                                  {64, 128, 0.55},  {64, 64, 0.45}};
+  static constexpr TileCandidate kWithNarrow[] = {
+      {128, 256, 1.0}, {128, 192, 0.95}, {128, 176, 0.94}, {128, 144, 0.84},
+      {128, 128, 0.9}, {64, 256, 0.6},   {64, 144, 0.77, kMinRowsFor64x144},
+      {64, 128, 0.55}, {64, 64, 0.45}};
   const TileCandidate tile = narrow ? pick_tile_by_waves(kWithNarrow, m, n, num_sms, groups)
                                     : pick_tile_by_waves(kCandidates, m, n, num_sms, groups);
   Bf16GemmConfig best{tile.block_m, tile.block_n};

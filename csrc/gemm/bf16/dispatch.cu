@@ -24,6 +24,7 @@ void dispatch_tile(const Bf16GemmParams& params, Bf16GemmConfig config, int num_
     HK_BF16_CONFIG(128, 192)
     HK_BF16_CONFIG(128, 176)
     HK_BF16_CONFIG(128, 144)
+    HK_BF16_CONFIG(64, 144)
     HK_BF16_CONFIG(64, 64)
   }
 #undef HK_BF16_CONFIG

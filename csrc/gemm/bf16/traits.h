@@ -41,7 +41,7 @@ struct Bf16GemmTraits {
                 "the masked operands are K-major (MoE activations and weights)");
   static_assert(kBlockM == 64 || kBlockM == 128, "each math warpgroup owns 64 rows (the wgmma M)");
   // The widths that tile N = 2112 and 576 (multiples of 192, 176 and 144, not of 128 or 256) are
-  // compiled for the normal layout with K-major operands only: BLOCK_N = 192, 176 and 144.
+  // compiled for the normal layout with K-major operands only: 128×192, 128×176, 128×144 and 64×144.
   static constexpr bool kOddWidth = kBlockN == 144 || kBlockN == 176 || kBlockN == 192;
   static_assert(kSwapAB ? kBlockM == 64 && is_bf16_swap_ab_token_width(kBlockN)
                         : kBlockN == 64 || kBlockN == 128 || kBlockN == 256 ||
@@ -79,7 +79,8 @@ struct Bf16GemmTraits {
   // so a 256-column tile's four boxes are written while the previous one is stored. Still 4 stages
   // at 128×256 (the 48 KiB stages leave 38 KiB). The 144-, 176- and 192-column tiles have three
   // boxes (the last one of 144 and 176 overlapping the second), a staging turn a whole number of
-  // them: one box each (5 stages of 34 KiB at 144, 4 of 38 and 40 KiB at 176 and 192).
+  // them: one box each (128 rows: 5 stages of 34 KiB at 144, 4 of 38 and 40 KiB at 176 and 192;
+  // 64×144: 7 stages of 26 KiB).
   static constexpr int kStoreBuffers = kOddWidth ? 3 : 2;
   static constexpr int kBytesD = kStoreBuffers * kStoreBoxBytes;
 
