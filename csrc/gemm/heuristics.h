@@ -200,9 +200,10 @@ inline bool fp8_1d2d_one_box_staging(const Fp8Gemm1d2dConfig& config, long work_
 // µs where they are picked, the previous pick / the new one: 1024×2112×7168 59.0 / 48.3 (144),
 // 2048×2112×7168 119.1 / 97.8 (144), 4096×576×7168 60.4 / 51.7 (144), 8192×576×7168 125.7 / 103.5
 // (144), 8192×2112×7168 362.1 / 340.5 (176), 1536×7168×16384 539.7 / 505.1 (176), 2048×7168×2048
-// 92.0 / 87.7 (176). Missed: 3072×576×7168 and 6144×576×7168 keep 128×128 (56.2 and 106.0)
-// where 128×144 took 48.4 and 99.4: one wave of 128×128 tiles on every SM runs slower per tile
-// than one on two thirds of them (2048×576: 42.6), which a per-tile efficiency cannot express.
+// 92.0 / 87.7 (176). Missed: 3072×576×7168 and 6144×576×7168 kept 128×128 (56.2 and 106.0)
+// where 128×144 took 48.4 and 99.4 (6144×576 now takes 64×144, below): one wave of 128×128 tiles
+// on nearly every SM runs slower per tile than one on two thirds of them (2048×576: 42.6), which a
+// per-tile efficiency cannot express.
 // 64×144 (a sweep with it, the same 84 shapes): at 0.77 and above 256 rows the pick is 1.006× the
 // fastest tile in geomean (1.016× without the candidate; 1.008× at 192-256 rows too, where it lost
 // 3-8% to 64×128 on 4096×7168 and to 128×192 on 24576×1536, and decode sizes are not measured);
