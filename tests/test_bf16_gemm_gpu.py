@@ -135,11 +135,11 @@ ODD_WIDTH_CASES = ((200, 264, 200, torch.bfloat16, "none"), (200, 264, 200, torc
                          ids=[f"M{m}-N{n}-K{k}-{str(o).split('.')[-1]}-C{c}" for m, n, k, o, c in ODD_WIDTH_CASES])
 @pytest.mark.parametrize("block_m,block_n", ODD_WIDTHS, ids=ODD_WIDTH_IDS)
 def test_odd_width_tiles(block_m, block_n, m, n, k, out, c_mode, monkeypatch, forbid_reference):
-    """The 128×144, 128×176, 128×192 and 64×144 tiles, forced: a ragged last N block (264: the second block's
-    overlapping box lies past N, wholly or in part) and M block (200, 300, 1000), each store path (BF16
-    and FP32 D by TMA stores of three staging boxes, FP32 D with C by TMA reduce-adds, whose overlapping
-    box must not add its columns twice, BF16 D with C aliasing D from the registers), and the two N
-    they are for."""
+    """The 128×144, 128×176, 128×192 and 64×144 tiles, forced: a ragged last N block (264: the second
+    block's overlapping box lies past N, wholly or in part) and M block (200, 300, 1000), each store
+    path (BF16 and FP32 D by TMA stores of three staging boxes, FP32 D with C by TMA reduce-adds, whose
+    overlapping box must not add its columns twice, BF16 D with C aliasing D from the registers), and
+    the two N they are for."""
     monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", f"{block_m},{block_n}")
     forbid_reference("bf16_gemm_nt")
     _run_dense(m, n, k, out=out, c_mode=c_mode, key=("tile", block_m, block_n))
@@ -147,8 +147,9 @@ def test_odd_width_tiles(block_m, block_n, m, n, k, out, c_mode, monkeypatch, fo
 
 @pytest.mark.parametrize("block_m,block_n", ODD_WIDTHS, ids=ODD_WIDTH_IDS)
 def test_odd_width_tiles_keep_subnormal_c(block_m, block_n, monkeypatch, forbid_reference):
-    """Under a zero product the overlapping FP32 box's second reduce-add (of -0.0) leaves a subnormal
-    C unchanged, as the single add of every other column does."""
+    """Under a zero product a subnormal C comes back unchanged in every column, those of the
+    overlapping FP32 box (added into twice: the second add is of -0.0) included. An add of the
+    product twice is caught by test_odd_width_tiles' FP32 cases with C."""
     monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", f"{block_m},{block_n}")
     forbid_reference("bf16_gemm_nt")
     for mode in ("alias", "separate"):
