@@ -120,10 +120,10 @@ def test_narrow_tile(monkeypatch, forbid_reference):
     _run_dense(7, 2112, 7168, key=("tile", 64, 64))
 
 
-# The tiles whose widths tile N = 2112 and 576 (compiled for K-major A and B, the normal layout). The
-# 144- and 176-wide tiles store their last 64-column box (32-column for FP32 D) overlapping the one
-# before.
-ODD_WIDTHS = ((128, 144), (128, 176), (128, 192), (64, 144))
+# The tiles whose widths tile N = 2112 and 576, or quantise mid-sized grids onto the SMs (compiled
+# for K-major A and B, the normal layout). The 96-, 144- and 176-wide tiles store their last
+# 64-column box (32-column for FP32 D at 144 and 176) overlapping the one before.
+ODD_WIDTHS = ((128, 96), (128, 144), (128, 176), (128, 192), (64, 96), (64, 144), (64, 176))
 ODD_WIDTH_IDS = [f"{m}x{n}" for m, n in ODD_WIDTHS]
 ODD_WIDTH_CASES = ((200, 264, 200, torch.bfloat16, "none"), (200, 264, 200, torch.float32, "none"),
                    (200, 264, 200, torch.float32, "c"), (200, 264, 200, torch.float32, "alias"),
@@ -135,11 +135,11 @@ ODD_WIDTH_CASES = ((200, 264, 200, torch.bfloat16, "none"), (200, 264, 200, torc
                          ids=[f"M{m}-N{n}-K{k}-{str(o).split('.')[-1]}-C{c}" for m, n, k, o, c in ODD_WIDTH_CASES])
 @pytest.mark.parametrize("block_m,block_n", ODD_WIDTHS, ids=ODD_WIDTH_IDS)
 def test_odd_width_tiles(block_m, block_n, m, n, k, out, c_mode, monkeypatch, forbid_reference):
-    """The 128×144, 128×176, 128×192 and 64×144 tiles, forced: a ragged last N block (264: the second
+    """The tiles 96, 144, 176 and 192 columns wide, forced: a ragged last N block (264: the second
     block's overlapping box lies past N, wholly or in part) and M block (200, 300, 1000), each store
-    path (BF16 and FP32 D by TMA stores of three staging boxes, FP32 D with C by TMA reduce-adds, whose
-    overlapping box must not add its columns twice, BF16 D with C aliasing D from the registers), and
-    the two N they are for."""
+    path (BF16 and FP32 D by TMA stores of two or three staging boxes, FP32 D with C by TMA
+    reduce-adds, whose overlapping box must not add its columns twice, BF16 D with C aliasing D from
+    the registers), and N = 2112 and 576."""
     monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", f"{block_m},{block_n}")
     forbid_reference("bf16_gemm_nt")
     _run_dense(m, n, k, out=out, c_mode=c_mode, key=("tile", block_m, block_n))
@@ -200,6 +200,8 @@ SPLIT_K_CASES = [
     (1, 64, 7168, "64,128", 16, 7),  # one tile, N below the tile
     (200, 264, 1000, "128,128", 5, 4),  # several M blocks, K not a multiple of 64: 16 K blocks as 4 × 4
     (7, 576, 200, "64,128", 3, 2),  # 4 K blocks: 3 splits would leave one empty, so 2 run
+    (512, 576, 7168, "64,96", 3, 2),  # 48 clusters of 3 do not fit in 39
+    (200, 264, 1000, "64,96", 4, 4),  # ragged M and N blocks; the second store box overlaps the first
 ]
 
 

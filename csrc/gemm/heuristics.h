@@ -184,15 +184,17 @@ inline bool fp8_1d2d_one_box_staging(const Fp8Gemm1d2dConfig& config, long work_
 // BF16 GEMM: the same wave-quantisation model over the compiled BF16 tiles. 128×256 (two math
 // warpgroups of 64×256, 128 accumulators each) issues the most wgmma work per byte of shared memory
 // and per barrier round trip; 64-row tiles (one math warpgroup) serve decode-sized M.
-// `narrow`: the 64×64, 128×192, 128×176, 128×144 and 64×144 tiles are candidates too (compiled for
-// the normal layout with K-major operands); 192, 176 and 144 tile N = 2112 and 576 without a ragged
-// last N block, each quantising differently onto the SMs (1024×2112: 88, 96 or 120 tiles).
+// `narrow`: the 64×64, 128×192, 128×176, 128×144, 128×96, 64×176, 64×144 and 64×96 tiles are
+// candidates too (compiled for the normal layout with K-major operands); 192, 176 and 144 tile
+// N = 2112 and 576 without a ragged last N block, each quantising differently onto the SMs
+// (1024×2112: 88, 96 or 120 tiles), and 96 and 176 give mid-sized grids tile counts near the SM
+// count (N = 4096 and 2112 in 43 and 22 blocks of 96, 7168 in 41 of 176).
 // PERF (H200, benchmarks/sweep_tiles.py --kind bf16: every compiled tile on the benchmark's seven
 // (N, K) at M = 192-8192, 84 shapes, L2 flushed, medians of calls in turns): the model's pick is
 // 1.004× the fastest tile's time in geomean (1.036× without the 128×192 candidate; 128×192 at 0.92 to
 // 0.97 fits equally, a search over every efficiency finds nothing better than 1.0045), and at most
-// 1.21× (192×7168×16384: 64×256, 100 µs, against 128×128, 122: the model is blind to a problem that
-// streams more bytes of B than it computes). The 128×192 tile where it is picked, µs, 128×256 or
+// 1.21× (192×7168×16384: 64×256, 100 µs, against 128×128, 122; 64×176 below took it). The 128×192
+// tile where it is picked, µs, 128×256 or
 // 128×128 before / 128×192: 1024×2112×7168 73.0 / 58.6, 3072×2112×7168 152.5 / 124.6,
 // 6144×2112×7168 301.5 / 242.0, 4096×576×7168 74.6 / 60.4, 3072×7168×16384 1078.8 / 1037.6.
 // 128×176 and 128×144, fitted the same way (their efficiencies: the best geomean over a grid of
@@ -210,20 +212,29 @@ inline bool fp8_1d2d_one_box_staging(const Fp8Gemm1d2dConfig& config, long work_
 // µs, the pick without it / with it: 512×2112×7168 42.5 / 34.2, 1536×576×7168 43.2 / 32.9,
 // 2048×576×7168 42.9 / 34.7, 6144×576×7168 104.1 / 85.3; 384×2112×7168 31.7 / 34.1 and
 // 1024×576×7168 30.0 / 30.7 the two it costs.
+// 128×96, 64×176 and 64×96 (a sweep with them, the same 84 shapes; their efficiencies the best
+// geomean over a grid of the three): the pick 1.004× the fastest tile in geomean (1.015× without
+// them). cuBLAS runs these grids with tiles 96, 112 or 168 wide along N (`torch.mm`'s kernels by
+// the profiler: 96x64 at 192×4096×7168 and 384×2112×7168, 168x64 at 192×7168×2048, 168x128 at
+// 384×7168×16384). µs where they are picked, the pick without them / with them (`torch.mm`):
+// 192×7168×16384 123.0 / 83.8 (64×176; 89.4), 192×7168×2048 22.4 / 21.5 (64×176; 18.5),
+// 384×2112×7168 33.2 / 29.2 (64×96; 27.2), 1024×576×7168 30.5 / 26.6 (64×96; 23.6), 192×4096×7168
+// 35.4 / 34.0 (64×96; 30.4), 768×2112×7168 42.9 / 38.5 (128×96; 35.3), 384×4096×7168 44.9 / 40.3
+// (128×96; 38.2).
 inline constexpr int kMinRowsFor64x144 = 257;
 inline Bf16GemmConfig choose_bf16_config(int m, int n, int num_sms, int groups = 1, bool narrow = false) {
   static constexpr TileCandidate kCandidates[] = {{128, 256, 1.0}, {128, 128, 0.9}, {64, 256, 0.6}, {64, 128, 0.55}};
   static constexpr TileCandidate kWithNarrow[] = {
-      {128, 256, 1.0}, {128, 192, 0.95}, {128, 176, 0.94}, {128, 144, 0.84},
-      {128, 128, 0.9}, {64, 256, 0.6},   {64, 144, 0.77, kMinRowsFor64x144},
-      {64, 128, 0.55}, {64, 64, 0.45}};
+      {128, 256, 1.0}, {128, 192, 0.95}, {128, 176, 0.94}, {128, 144, 0.84}, {128, 128, 0.9},
+      {128, 96, 0.7},  {64, 256, 0.6},   {64, 176, 0.65},  {64, 144, 0.77, kMinRowsFor64x144},
+      {64, 128, 0.55}, {64, 96, 0.55},   {64, 64, 0.45}};
   const TileCandidate tile = narrow ? pick_tile_by_waves(kWithNarrow, m, n, num_sms, groups)
                                     : pick_tile_by_waves(kCandidates, m, n, num_sms, groups);
   Bf16GemmConfig best{tile.block_m, tile.block_n};
   return best;
 }
 
-// BF16 split-K (Bf16Variant::kSplitK, compiled for the 64×64, 64×128 and 128×128 tiles with K-major
+// BF16 split-K (Bf16Variant::kSplitK, compiled for the 64×64, 64×96, 64×128 and 128×128 tiles with K-major
 // operands) by the FP8 rule (choose_k_splits_for_tiles), at least kMinBf16KBlocksPerSplit K blocks
 // of 64 per split. PERF (H200, same runs, µs after the zeroing flush): 64×128 tiles, no split / 2
 // splits: 1×7168×2048 19.1 / 20.9, 64×7168×2048 18.4 / 21.9 (a unit of 16 K blocks loses to the
@@ -244,7 +255,7 @@ inline int choose_bf16_k_splits(int m, int n, int k, const Bf16GemmConfig& confi
                                 int min_k_blocks = kMinBf16KBlocksPerSplit, int max_splits = 16) {
   const bool tile = config.swap_ab ? config.block_m == 64 && is_bf16_swap_ab_token_width(config.block_n)
                                    : (config.block_n == 128 && (config.block_m == 64 || config.block_m == 128)) ||
-                                         (config.block_m == 64 && config.block_n == 64);
+                                         (config.block_m == 64 && (config.block_n == 64 || config.block_n == 96));
   const bool compiled = tile && config.major_a == OperandMajor::kK && config.major_b == OperandMajor::kK;
   if (!compiled) return 1;
   const long tiles = static_cast<long>((m + config.block_m - 1) / config.block_m) * ((n + config.block_n - 1) / config.block_n);

@@ -18,13 +18,17 @@ void dispatch_tile(const Bf16GemmParams& params, Bf16GemmConfig config, int num_
   HK_BF16_CONFIG(128, 128)
   HK_BF16_CONFIG(64, 256)
   HK_BF16_CONFIG(64, 128)
-  // The narrow tile of decode-sized M, and the 144-, 176- and 192-wide ones of N = 2112 and 576,
-  // compiled for the normal layout's K-major operands only.
+  // The narrow tile of decode-sized M, the 144-, 176- and 192-wide ones of N = 2112 and 576, and
+  // the 96- and 176-wide ones of mid-sized grids, compiled for the normal layout's K-major operands
+  // only.
   if constexpr (kMajorA == OperandMajor::kK && kMajorB == OperandMajor::kK && kVariant == Bf16Variant::kGeneral) {
     HK_BF16_CONFIG(128, 192)
     HK_BF16_CONFIG(128, 176)
     HK_BF16_CONFIG(128, 144)
+    HK_BF16_CONFIG(128, 96)
+    HK_BF16_CONFIG(64, 176)
     HK_BF16_CONFIG(64, 144)
+    HK_BF16_CONFIG(64, 96)
     HK_BF16_CONFIG(64, 64)
   }
 #undef HK_BF16_CONFIG
@@ -52,6 +56,8 @@ void run_bf16_gemm(const Bf16GemmParams& params, Bf16GemmConfig config, int num_
              "BF16 split-K is compiled for the normal layout with K-major A and B");
     if (config.block_m == 64 && config.block_n == 64)
       return launch_bf16_gemm<64, 64, K, K, Bf16Variant::kSplitK>(params, num_sms, pdl, stream);
+    if (config.block_m == 64 && config.block_n == 96)
+      return launch_bf16_gemm<64, 96, K, K, Bf16Variant::kSplitK>(params, num_sms, pdl, stream);
     if (config.block_m == 64 && config.block_n == 128)
       return launch_bf16_gemm<64, 128, K, K, Bf16Variant::kSplitK>(params, num_sms, pdl, stream);
     if (config.block_m == 128 && config.block_n == 128)

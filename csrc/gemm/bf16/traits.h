@@ -40,14 +40,17 @@ struct Bf16GemmTraits {
   static_assert(!kMasked || (kMajorA == OperandMajor::kK && kMajorB == OperandMajor::kK),
                 "the masked operands are K-major (MoE activations and weights)");
   static_assert(kBlockM == 64 || kBlockM == 128, "each math warpgroup owns 64 rows (the wgmma M)");
-  // The widths that tile N = 2112 and 576 (multiples of 192, 176 and 144, not of 128 or 256) are
-  // compiled for the normal layout with K-major operands only: 128×192, 128×176, 128×144 and 64×144.
-  static constexpr bool kOddWidth = kBlockN == 144 || kBlockN == 176 || kBlockN == 192;
+  // The widths that tile N = 2112 and 576 (multiples of 192, 176 and 144, not of 128 or 256), and
+  // those that quantise mid-sized grids onto the SMs (N = 4096 and 2112 in 43 and 22 blocks of 96,
+  // 7168 in 41 of 176), are compiled for the normal layout with K-major operands only: 128×192,
+  // 128×176, 128×144, 128×96, 64×176, 64×144 and 64×96 (and 64×96 split-K, for N = 576).
+  static constexpr bool kOddWidth = kBlockN == 96 || kBlockN == 144 || kBlockN == 176 || kBlockN == 192;
   static_assert(kSwapAB ? kBlockM == 64 && is_bf16_swap_ab_token_width(kBlockN)
                         : kBlockN == 64 || kBlockN == 128 || kBlockN == 256 ||
-                              (kOddWidth && kVariant == Bf16Variant::kGeneral && kMajorA == OperandMajor::kK &&
-                               kMajorB == OperandMajor::kK),
-                "wgmma N of 64, 128, 256 (or 144, 176, 192 with K-major operands); the swapped decode kernels: "
+                              (kOddWidth && kMajorA == OperandMajor::kK && kMajorB == OperandMajor::kK &&
+                               (kVariant == Bf16Variant::kGeneral ||
+                                (kVariant == Bf16Variant::kSplitK && kBlockM == 64 && kBlockN == 96))),
+                "wgmma N of 64, 128, 256 (or 96, 144, 176, 192 with K-major operands); the swapped decode kernels: "
                 "64 weight rows × kBf16SwapAbTokenWidths");
   // One K block = 64 bf16 = one 128-byte swizzle row: a K-major tile is [rows × 128 B], an MN-major
   // tile is BLOCK/64 chunks of [64 K rows × 128 B] (64 M/N elements per row), so both layouts are
@@ -77,11 +80,12 @@ struct Bf16GemmTraits {
 
   // Epilogue staging for the TMA store of a BF16 D (gemm/tile_store.cuh): two boxes per warpgroup,
   // so a 256-column tile's four boxes are written while the previous one is stored. Still 4 stages
-  // at 128×256 (the 48 KiB stages leave 38 KiB). The 144-, 176- and 192-column tiles have three
-  // boxes (the last one of 144 and 176 overlapping the second), a staging turn a whole number of
-  // them: one box each (128 rows: 5 stages of 34 KiB at 144, 4 of 38 and 40 KiB at 176 and 192;
-  // 64×144: 7 stages of 26 KiB).
-  static constexpr int kStoreBuffers = kOddWidth ? 3 : 2;
+  // at 128×256 (the 48 KiB stages leave 38 KiB). The other widths have a staging box for each of
+  // their boxes, so that a staging turn is the whole tile: three at 144, 176 and 192 (the last one
+  // of 144 and 176 overlapping the second), two at 96 (the second overlapping the first). Stages:
+  // 128 rows: 5 of 34 KiB at 144, 4 of 38 and 40 KiB at 176 and 192, 6 of 28 KiB at 96; 64 rows: 6
+  // of 30 KiB at 176, 7 of 26 KiB at 144, 8 of 20 KiB at 96.
+  static constexpr int kStoreBuffers = kOddWidth ? (kBlockN + kStoreBoxCols - 1) / kStoreBoxCols : 2;
   static constexpr int kBytesD = kStoreBuffers * kStoreBoxBytes;
 
   // As many stages as fit next to the D buffers and the barriers in the 227 KiB an SM90 CTA may use
