@@ -33,6 +33,7 @@ export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 TESTS=(
   "tests/test_fp8_gemm_gpu.py::test_1d2d_every_config"
   "tests/test_fp8_gemm_gpu.py::test_1d2d_a_multicast"
+  "tests/test_fp8_gemm_gpu.py::test_1d2d_last_m_block_loads_only_its_rows"
   "tests/test_fp8_gemm_gpu.py::test_split_k_forced"
   "tests/test_fp8_gemm_gpu.py::test_split_k_fixups_agree"
   "tests/test_fp8_gemm_gpu.py::test_1d2d_odd_shapes"
@@ -55,6 +56,7 @@ TESTS=(
   "tests/test_bf16_gemm_gpu.py::test_swap_ab_forced_width"
   "tests/test_bf16_gemm_gpu.py::test_narrow_tile"
   "tests/test_bf16_gemm_gpu.py::test_odd_width_tiles"
+  "tests/test_bf16_gemm_gpu.py::test_last_m_block_loads_only_its_rows"
   "tests/test_bf16_gemm_gpu.py::test_odd_width_tiles_keep_subnormal_c"
   "tests/test_fp8_gemm_gpu.py::test_1d2d_mid_m_split"
   "tests/test_mla_scheduler.py"

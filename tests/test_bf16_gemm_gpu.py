@@ -120,6 +120,31 @@ def test_narrow_tile(monkeypatch, forbid_reference):
     _run_dense(7, 2112, 7168, key=("tile", 64, 64))
 
 
+# (M, N, K, forced tile, forced splits): the M block where M ends loads only its rows of A (a box of
+# M % BLOCK_M rows rounded up to 8; the shared-memory rows past it hold stale data of earlier
+# stages, which must reach no stored row). Persistent CTAs run several tiles where the grid is
+# large (200×7168 on 64×64: 448 tiles), so the stale rows are other blocks' data.
+A_TAIL_CASES = [
+    (65, 576, 1000, "64,128", None),  # one row in the last block
+    (1, 2112, 520, "64,128", None),  # the only block is the tail (8 rows)
+    (72, 576, 1000, "64,64", None),  # a tail of exactly 8 rows
+    (129, 576, 1000, "128,128", None),  # two math warpgroups, the second's rows all stale
+    (200, 7168, 512, "64,64", None),  # several tiles per CTA
+    (250, 2112, 704, "128,96", None),  # 122 rows in the last block: the full box (a 128-row tail box)
+    (190, 576, 7168, "64,96", 3),  # split-K: every unit of the tail block
+]
+
+
+@pytest.mark.parametrize("out,c_mode", [(torch.bfloat16, "none"), (torch.float32, "c"), (torch.bfloat16, "alias")])
+@pytest.mark.parametrize("m,n,k,config,splits", A_TAIL_CASES)
+def test_last_m_block_loads_only_its_rows(m, n, k, config, splits, out, c_mode, monkeypatch, forbid_reference):
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", config)
+    if splits is not None and c_mode == "none":
+        monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SPLITS", str(splits))
+    forbid_reference("bf16_gemm_nt")
+    _run_dense(m, n, k, out=out, c_mode=c_mode, key=("a tail", config, splits))
+
+
 # The tiles whose widths tile N = 2112 and 576, or quantise mid-sized grids onto the SMs (compiled
 # for K-major A and B, the normal layout). The 96-, 144- and 176-wide tiles store their last
 # 64-column box (32-column for FP32 D at 144 and 176) overlapping the one before.

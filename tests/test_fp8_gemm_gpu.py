@@ -123,6 +123,23 @@ def test_1d2d_every_config(cuda, monkeypatch, m, n, k, bm, bn, cm, ow):
     _run_1d2d(cuda, m, n, k, "config", bm, bn, cm, ow)
 
 
+# The M block where M ends, among several, loads only its rows of A and of its scales (a box of
+# M % BLOCK_M rows rounded up to 8; the shared-memory rows past it hold stale data of earlier
+# stages, which must reach no stored row): one row past a block (with one and two math warpgroups,
+# and two 64-row waves), several tiles per CTA (65×7168 on 64×64: 224 tiles), split-K, and pairs of
+# B-multicast CTAs whose second block is the short one (test_1d2d_every_config covers the others).
+A_TAIL_CASES = [(129, 576, 1024, "128,128,1", None), (257, 2112, 1024, "256,128,1", None),
+                (65, 7168, 512, "64,64,1", None), (80, 2112, 7168, "64,64,1", 4), (200, 4096, 512, "128,128,2", None)]
+
+
+@pytest.mark.parametrize("m,n,k,config,splits", A_TAIL_CASES, ids=[f"M{m}-N{n}-K{k}-{c}-s{s}" for m, n, k, c, s in A_TAIL_CASES])
+def test_1d2d_last_m_block_loads_only_its_rows(cuda, monkeypatch, m, n, k, config, splits):
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", config)
+    if splits is not None:
+        monkeypatch.setenv("HOPPERKIT_FP8_GEMM_SPLITS", str(splits))
+    _run_1d2d(cuda, m, n, k, "a tail", config, splits)
+
+
 # A multicast (CTA pairs on adjacent N blocks of the one M block, rank 0 loading A and its scales
 # into both), forced on the 64×64 tile: M from one row to a full block (a_box_rows from 8 to 64), N
 # blocks from 4 (a ragged last one at N = 200) to 384 (three waves of the persistent grid), a

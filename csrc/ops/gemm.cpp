@@ -92,6 +92,15 @@ void set_a_2d(gemm::Fp8Gemm1d2dParams& p, const at::Tensor& a, const at::Tensor&
   const int64_t sfa_ld = k_blocks == 1 ? (m + 3) / 4 * 4 : sfa.stride(1);
   p.tma_sfa = make_tma_2d(sfa.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, m, k_blocks, sfa_ld, p.a_box_rows, 1,
                           CU_TENSOR_MAP_SWIZZLE_NONE);
+  // Several M blocks, the last one short (by more than a rounding): its boxes hold only its rows.
+  const int64_t tail = m % block_m;
+  if (m > block_m && tail != 0 && tail <= block_m - 8) {
+    p.a_tail_rows = static_cast<int>((tail + 7) / 8 * 8);
+    p.tma_a_tail = make_tma_2d(a.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, m, tma_row_stride(a), 128,
+                               p.a_tail_rows, CU_TENSOR_MAP_SWIZZLE_128B);
+    p.tma_sfa_tail = make_tma_2d(sfa.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, m, k_blocks, sfa_ld,
+                                 p.a_tail_rows, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
+  }
 }
 
 // D is written by TMA stores of one math warpgroup's rows (gemm/tile_store.h); boxes clip at D's edges.

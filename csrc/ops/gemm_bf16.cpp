@@ -57,6 +57,15 @@ CUtensorMap dense_operand_map(const at::Tensor& x, gemm::OperandMajor major, int
                      CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
+// The normal layout's K-major A where M ends inside an M block: a second map whose box holds only
+// that block's rows, rounded up to 8 (Bf16GemmParams::a_tail_rows says why).
+void set_a_tail(gemm::Bf16GemmParams& p, const at::Tensor& a, gemm::OperandMajor major_a, int64_t m, int block_m) {
+  const int tail = static_cast<int>(m % block_m);
+  if (major_a != gemm::OperandMajor::kK || tail == 0 || tail > block_m - 8) return;
+  p.a_tail_rows = (tail + 7) / 8 * 8;
+  p.tma_a_tail = dense_operand_map(a, gemm::OperandMajor::kK, p.a_tail_rows);
+}
+
 // D (and C) row-major with 16-byte aligned rows: the epilogue stores column pairs as one vector.
 void check_output(const at::Tensor& t, const char* name, std::initializer_list<int64_t> shape) {
   HK_CHECK_VALUE(t.is_cuda(), name, " must be a CUDA tensor, got one on ", t.device());
@@ -264,6 +273,7 @@ void bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, const st
   apply_bf16_config_override(config);
   gemm::Bf16GemmParams p;
   p.tma_a = dense_operand_map(a, major_a, config.block_m);
+  set_a_tail(p, a, major_a, m, config.block_m);
   p.tma_b = dense_operand_map(b, major_b, config.block_n);
   p.b_evict_first = gemm_b_evict_first(false);
   set_output(p, d);

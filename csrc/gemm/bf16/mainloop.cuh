@@ -66,15 +66,23 @@ template <class T>
 __device__ __forceinline__ void produce_tile(const Bf16GemmParams& p, typename T::SharedStorage& smem,
                                              PipelineState<T::kStages>& st, const MBlockRows& rows, int n_block,
                                              int kb_begin, int num_k_blocks) {
-  constexpr uint32_t kTxBytes = T::kBytesA + T::kBytesB;
   const bool grouped_a = p.layout == GemmLayout::kMGroupedMasked;
   const bool grouped_b = p.layout != GemmLayout::kNormal;  // k-grouped B is MN-major: one 2-D map
   const CacheHint b_hint = p.b_evict_first ? CacheHint::kEvictFirst : CacheHint::kEvictNormal;
+  // The block where M ends reads only its rows of A (Bf16GemmParams::a_tail_rows; set by the host
+  // for the normal layout's K-major A only, so compiled out of the kernels that never see it).
+  constexpr bool kMayTail = T::kMajorA == OperandMajor::kK && !T::kSwapAB && !T::kMasked && !T::kKGrouped;
+  const bool a_tail = kMayTail && rows.a_row + T::kBlockM > p.m && p.a_tail_rows != 0;
+  const uint32_t tx_bytes = (a_tail ? p.a_tail_rows * T::kBlockK * 2 : T::kBytesA) + T::kBytesB;
   for (int kb = 0; kb < num_k_blocks; ++kb) {
-    smem.barriers.producer_acquire(st, kTxBytes);
+    smem.barriers.producer_acquire(st, tx_bytes);
     uint64_t* full = smem.barriers.full_barrier(st);
     const int k0 = (kb_begin + kb) * T::kBlockK;
-    load_operand<T::kBlockM, T::kMajorA>(&p.tma_a, full, smem.a[st.stage], k0, rows.a_row, grouped_a, rows.a_group);
+    if (a_tail) {
+      tma_load_2d(&p.tma_a_tail, full, smem.a[st.stage], k0, rows.a_row);
+    } else {
+      load_operand<T::kBlockM, T::kMajorA>(&p.tma_a, full, smem.a[st.stage], k0, rows.a_row, grouped_a, rows.a_group);
+    }
     load_operand<T::kBlockN, T::kMajorB>(&p.tma_b, full, smem.b[st.stage], k0, n_block * T::kBlockN, grouped_b,
                                          rows.group, b_hint);
     st.advance();

@@ -36,6 +36,14 @@ struct Bf16GemmParams : GemmProblem {
   // Load B with the EVICT_FIRST L2 policy. Off unless forced (ops/checks.h gemm_b_evict_first): the
   // FP8 GEMM's choice measured mixed here (README.md "L2 policy of B").
   bool b_evict_first = false;
+  // The normal layout's K-major A where M ends inside an M block: that block's A arrives through
+  // `tma_a_tail`, whose box holds a_tail_rows rows (its rows, rounded up to 8) instead of BLOCK_M.
+  // Rows of a box past the tensor are TMA zero fill, which streams far slower than data: with the
+  // full box, 65×7168×16384 (two 64-row blocks of 64×128 tiles, the second of one row) took 99 µs
+  // against 74 at 128 rows. The smem rows past the box keep stale data that only reaches output
+  // rows that are not stored. 0: every block loads the full box. Here, in the padding before the
+  // first tensor map, so that the producer reads it from a constant-cache line it reads anyway.
+  int a_tail_rows = 0;
   // K-major operand: [rows, K] map, box [BLOCK_rows, 64], 128B swizzle (A masked: 3-D [G, M_max, K];
   // B m-grouped: 3-D [G, N, K]). MN-major operand: [K, rows] map, box [64, 64] (64 K rows × 64
   // M/N elements), 128B swizzle, loaded BLOCK_rows / 64 times per stage (k-grouped: [ΣK, M], [ΣK, N]).
@@ -63,6 +71,8 @@ struct Bf16GemmParams : GemmProblem {
   // (gemm/split_k_cluster.cuh; it then sets k_splits and split_in_cluster); 1: through global memory
   // only. Last, so that the other fields keep their offsets in every kernel's parameter bank.
   int max_cluster_splits = 1;
+  // The normal layout's K-major A where M ends inside an M block: that block's A, see a_tail_rows.
+  CUtensorMap tma_a_tail;
 };
 
 // Token columns (BLOCK_N) of the compiled swapped decode kernels (Bf16Variant::kSwapAB, 64 weight

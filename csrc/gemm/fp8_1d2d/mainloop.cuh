@@ -43,14 +43,13 @@ __device__ __forceinline__ float2 load_block_scales_b(const TileScalesB& sfb, in
   return {lo, T::kStraddlesScaleBlocks ? __ldg(sfb.hi + kb * sfb.stride_k) : lo};
 }
 
-// One elected producer thread streams the K blocks of every tile of this CTA through the stage
-// ring by TMA: A [BLOCK_M × 128], B [BLOCK_N × 128] and the BLOCK_M A scales of the block.
+// The K blocks [kb_begin, kb_end) of one tile: A [BLOCK_M × 128] (through `map_a`, whose box holds
+// the rows that `tx_bytes` counts), B [BLOCK_N × 128] and the A scales of the block (`map_sfa`).
 template <class T>
-__device__ __forceinline__ void produce_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
-                                             PipelineState<T::kStages>& st, const MBlockRows& rows, int n_block,
-                                             int kb_begin, int kb_end) {
-  // A and its scales arrive as a_box_rows rows (see Fp8Gemm1d2dParams), B as a full tile.
-  const uint32_t tx_bytes = p.a_box_rows * (T::kBlockK + 4) + T::kBytesB;
+__device__ __forceinline__ void produce_k_blocks(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
+                                                 PipelineState<T::kStages>& st, const MBlockRows& rows, int n_block,
+                                                 int kb_begin, int kb_end, const CUtensorMap* map_a,
+                                                 const CUtensorMap* map_sfa, uint32_t tx_bytes) {
   // Grouped layouts read B (and, masked, A) through 3-D maps: a tile reaching past N or M_max
   // reads TMA's zeros, never the next group.
   const bool grouped_b = p.layout != GemmLayout::kNormal;
@@ -67,11 +66,11 @@ __device__ __forceinline__ void produce_tile(const Fp8Gemm1d2dParams& p, typenam
     // scales) into both; the partner's full barrier counts the same bytes either way.
     const bool loads_a = T::kClusterN == 1 || cute::block_rank_in_cluster() == 0;
     if constexpr (T::kClusterN == 2) {
-      if (loads_a) tma_load_2d_multicast(&p.tma_a, full, smem.a[st.stage], k0, rows.a_row, 0b11);
+      if (loads_a) tma_load_2d_multicast(map_a, full, smem.a[st.stage], k0, rows.a_row, 0b11);
     } else if (grouped_a) {
-      tma_load_3d(&p.tma_a, full, smem.a[st.stage], k0, rows.a_row, rows.a_group);
+      tma_load_3d(map_a, full, smem.a[st.stage], k0, rows.a_row, rows.a_group);
     } else {
-      tma_load_2d(&p.tma_a, full, smem.a[st.stage], k0, rows.a_row);
+      tma_load_2d(map_a, full, smem.a[st.stage], k0, rows.a_row);
     }
     if constexpr (T::kClusterM == 1) {
       if (grouped_b) {
@@ -83,12 +82,33 @@ __device__ __forceinline__ void produce_tile(const Fp8Gemm1d2dParams& p, typenam
       tma_load_2d_multicast(&p.tma_b, full, smem.b[st.stage], k0, b_row, (1 << T::kClusterM) - 1, b_hint);
     }
     if constexpr (T::kClusterN == 2) {
-      if (loads_a) tma_load_2d_multicast(&p.tma_sfa, full, smem.sfa[st.stage], rows.a_row, sfa_row + kb, 0b11);
+      if (loads_a) tma_load_2d_multicast(map_sfa, full, smem.sfa[st.stage], rows.a_row, sfa_row + kb, 0b11);
     } else {
-      tma_load_2d(&p.tma_sfa, full, smem.sfa[st.stage], rows.a_row, sfa_row + kb);
+      tma_load_2d(map_sfa, full, smem.sfa[st.stage], rows.a_row, sfa_row + kb);
     }
     st.advance();
   }
+}
+
+// One elected producer thread streams the K blocks of every tile of this CTA through the stage
+// ring by TMA. A and its scales arrive as a_box_rows rows, or a_tail_rows in the M block where M
+// ends (see Fp8Gemm1d2dParams), B as a full tile. The two cases are two inlined copies of the loop,
+// each with its maps as constants: choosing the maps at run time kept two more pointers live in the
+// producer's 40 registers, and the 128×192 kernels spilled.
+template <class T>
+__device__ __forceinline__ void produce_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
+                                             PipelineState<T::kStages>& st, const MBlockRows& rows, int n_block,
+                                             int kb_begin, int kb_end) {
+  const uint32_t b_bytes = T::kBytesB;
+  if constexpr (T::kClusterN == 1 && !T::kMasked) {
+    if (rows.a_row + T::kBlockM > p.m && p.a_tail_rows != 0 && p.layout != GemmLayout::kMGroupedMasked) {
+      produce_k_blocks<T>(p, smem, st, rows, n_block, kb_begin, kb_end, &p.tma_a_tail, &p.tma_sfa_tail,
+                          p.a_tail_rows * (T::kBlockK + 4) + b_bytes);
+      return;
+    }
+  }
+  produce_k_blocks<T>(p, smem, st, rows, n_block, kb_begin, kb_end, &p.tma_a, &p.tma_sfa,
+                      p.a_box_rows * (T::kBlockK + 4) + b_bytes);
 }
 
 // A second producer thread writes the tile's B scale(s) of each K block into the stage with an

@@ -18,6 +18,12 @@ struct Fp8Gemm1d2dParams : GemmProblem {
   // write-back would share HBM with this kernel's reads). Where several M blocks read a B tile, the
   // second reads it from L2, and B keeps the normal policy.
   bool b_evict_first = false;
+  // The 2-D layouts' M block where M ends, when there are several: its A and A scales arrive
+  // through `tma_a_tail` and `tma_sfa_tail`, whose boxes hold a_tail_rows rows (its rows, rounded up
+  // to 8), as a_box_rows bounds the boxes of a single block (below). 0: every block loads the full
+  // box. Here, in the padding before the first tensor map, so that the producer reads it from a
+  // constant-cache line it reads anyway.
+  int a_tail_rows = 0;
   CUtensorMap tma_a;    // A   [M, K] fp8, box [BLOCK_M, 128], 128B swizzle (masked: 3-D [G, M_max, K])
   CUtensorMap tma_b;    // B   [N, K] fp8, box [BLOCK_N, 128], 128B swizzle (grouped: 3-D [G, N, K])
   CUtensorMap tma_sfa;  // SFA [⌈K/128⌉, align(M, 4)] f32 (MN-major), box [1, BLOCK_M]
@@ -46,6 +52,8 @@ struct Fp8Gemm1d2dParams : GemmProblem {
   // With kAuto: the most splits to try within a cluster (the launcher may run fewer, or fall back
   // to k_splits through the workspace; with k_splits = 1, to no split). Host side only.
   int max_cluster_splits = 1;
+  CUtensorMap tma_a_tail;    // A of the M block where M ends: box [a_tail_rows, 128] (see a_tail_rows)
+  CUtensorMap tma_sfa_tail;  // its A scales: box [a_tail_rows, 1]
 };
 
 // Tile configurations compiled into the library (one instantiation file each).
