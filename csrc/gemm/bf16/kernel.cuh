@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bf16_gemm_kernel(const __grid_
     tma_prefetch_descriptor(&p.tma_a);
     tma_prefetch_descriptor(&p.tma_b);
     if (p.tma_store_d) tma_prefetch_descriptor(&p.tma_d);
-    if (!T::kSwapAB && !T::kMasked && !T::kKGrouped && p.a_tail_rows != 0) tma_prefetch_descriptor(&p.tma_a_tail);
+    if (T::kMayLoadATail && p.a_tail_rows != 0) tma_prefetch_descriptor(&p.tma_a_tail);
     if constexpr (T::kSplitInCluster) smem.split_cluster.init();
     smem.barriers.init(/*consumer_warps=*/T::kMathThreads / 32);
   }

@@ -69,10 +69,8 @@ __device__ __forceinline__ void produce_tile(const Bf16GemmParams& p, typename T
   const bool grouped_a = p.layout == GemmLayout::kMGroupedMasked;
   const bool grouped_b = p.layout != GemmLayout::kNormal;  // k-grouped B is MN-major: one 2-D map
   const CacheHint b_hint = p.b_evict_first ? CacheHint::kEvictFirst : CacheHint::kEvictNormal;
-  // The block where M ends reads only its rows of A (Bf16GemmParams::a_tail_rows; set by the host
-  // for the normal layout's K-major A only, so compiled out of the kernels that never see it).
-  constexpr bool kMayTail = T::kMajorA == OperandMajor::kK && !T::kSwapAB && !T::kMasked && !T::kKGrouped;
-  const bool a_tail = kMayTail && rows.a_row + T::kBlockM > p.m && p.a_tail_rows != 0;
+  // The block where M ends reads only its rows of A (Bf16GemmParams::a_tail_rows).
+  const bool a_tail = T::kMayLoadATail && rows.a_row + T::kBlockM > p.m && p.a_tail_rows != 0;
   const uint32_t tx_bytes = (a_tail ? p.a_tail_rows * T::kBlockK * 2 : T::kBytesA) + T::kBytesB;
   for (int kb = 0; kb < num_k_blocks; ++kb) {
     smem.barriers.producer_acquire(st, tx_bytes);

@@ -31,6 +31,10 @@ struct Bf16GemmTraits {
   static constexpr bool kKGrouped = kVariant == Bf16Variant::kKGrouped;
   static constexpr bool kMasked = kVariant == Bf16Variant::kMasked;
   static constexpr bool kSwapAB = kVariant == Bf16Variant::kSwapAB;
+  // The M block where M ends may load only its rows of A through a map of their own
+  // (Bf16GemmParams::a_tail_rows): the host sets one for the normal layout's K-major A only, so the
+  // other kernels compile it out.
+  static constexpr bool kMayLoadATail = kMajorA == OperandMajor::kK && !kSwapAB && !kMasked && !kKGrouped;
   // The swapped decode kernels split K the same way.
   static constexpr bool kSplitK = kVariant == Bf16Variant::kSplitK || kSwapAB;
   static_assert(!kSplitK || (kMajorA == OperandMajor::kK && kMajorB == OperandMajor::kK),

@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
     tma_prefetch_descriptor(&p.tma_b);
     tma_prefetch_descriptor(&p.tma_sfa);
     tma_prefetch_descriptor(&p.tma_d);
-    if (T::kClusterN == 1 && !T::kMasked && p.a_tail_rows != 0) {
+    if (T::kMayLoadATail && p.a_tail_rows != 0) {
       tma_prefetch_descriptor(&p.tma_a_tail);
       tma_prefetch_descriptor(&p.tma_sfa_tail);
     }

@@ -100,8 +100,8 @@ __device__ __forceinline__ void produce_tile(const Fp8Gemm1d2dParams& p, typenam
                                              PipelineState<T::kStages>& st, const MBlockRows& rows, int n_block,
                                              int kb_begin, int kb_end) {
   const uint32_t b_bytes = T::kBytesB;
-  if constexpr (T::kClusterN == 1 && !T::kMasked) {
-    if (rows.a_row + T::kBlockM > p.m && p.a_tail_rows != 0 && p.layout != GemmLayout::kMGroupedMasked) {
+  if constexpr (T::kMayLoadATail) {
+    if (rows.a_row + T::kBlockM > p.m && p.a_tail_rows != 0) {
       produce_k_blocks<T>(p, smem, st, rows, n_block, kb_begin, kb_end, &p.tma_a_tail, &p.tma_sfa_tail,
                           p.a_tail_rows * (T::kBlockK + 4) + b_bytes);
       return;

@@ -34,6 +34,10 @@ struct Fp8Gemm1d2dTraits {
   // (every CTA of such a grid reads the same A; gemm/heuristics.h fp8_1d2d_a_multicast_fits).
   static constexpr int kClusterN = kClusterN_;
   static constexpr int kClusterSize = kClusterM * kClusterN;
+  // The M block where M ends may load only its rows of A and its scales through maps of their own
+  // (Fp8Gemm1d2dParams::a_tail_rows): the host sets them for the 2-D layouts only, and never with A
+  // multicast, where the pair's CTAs load the two halves of one full box.
+  static constexpr bool kMayLoadATail = kClusterN == 1 && !kMasked;
   static_assert((kClusterM == 1 || kClusterM == 2) && (kClusterN == 1 || kClusterN == 2) && kClusterSize <= 2,
                 "clusters of 1 or 2 CTAs, sharing B (kClusterM) or A (kClusterN)");
   // One staging box per warpgroup whatever the tile, the rest of shared memory to stages: for grids
