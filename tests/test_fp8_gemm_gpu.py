@@ -88,9 +88,10 @@ def test_1d2d_odd_shapes(cuda, m, n, k):
 
 # Shapes above 128 rows where the heuristic takes 128×64 tiles with split-K over several M blocks
 # instead of unsplit 64×64 tiles (heuristics.h choose_fp8_1d2d_dense_config): a last M block partly
-# past M (1200, 233, 537), two and three splits per tile, N = 256 to 2112, K = 7168 and 16384.
+# past M (1200, 233, 537, 193), of one row (129), two and three splits per tile, N = 256 to 2112,
+# K = 4096, 7168 and 16384.
 MID_M_SPLIT_SHAPES = ((256, 2112, 7168), (512, 576, 7168), (768, 576, 7168), (1200, 256, 7168), (233, 2048, 7168),
-                      (537, 512, 16384))
+                      (537, 512, 16384), (129, 2112, 7168), (193, 2112, 4096), (320, 1024, 7168), (640, 576, 7168))
 
 
 @pytest.mark.parametrize("m,n,k", MID_M_SPLIT_SHAPES, ids=[f"M{m}-N{n}-K{k}" for m, n, k in MID_M_SPLIT_SHAPES])

@@ -134,38 +134,37 @@ inline int choose_k_splits(int m, int n, int k, const Fp8Gemm1d2dConfig& config,
 // 64-row M block streams all of B, where 128×64 tiles with split-K stream fewer bytes per unit (A is
 // only ever read from L2, and half as many M blocks read B). The 128×64 tiles are taken where their
 // units fill at least three quarters of the SMs (with fewer, narrow N, the 64-row blocks keep more
-// SMs reading). Above 128 rows also only where
+// SMs reading), or, above 128 rows, at least as many units as the 64×64 tiles. Above 128 rows also
+// only where
 // - the 64×64 tiles do not split K themselves (there they measured as fast or faster),
-// - the 128-row blocks cover at most 1/8 more rows than the 64-row ones: a 128×64 tile spends its
-//   time on padding rows too (the wgmmas of its second warpgroup, TMA's zero fill of the A box),
 // - the 64×64 tiles would run at least kMinKBlocksForTallerSplit K blocks: the split pays for its
 //   second pipeline fill and the fixup only on long units.
+// The rows a 128-row block adds past M cost it little: the last M block loads only its rows of A
+// (Fp8Gemm1d2dParams::a_tail_rows).
 // PERF (H200, ncu kernel durations, clean L2, medians of three calls in turns, µs, 64×64 / 128×64
 // with split-K), one M block: 4096×7168 at M = 72 / 100 / 128: 18.14 / 14.85, 18.14 / 15.17,
 // 18.37 / 15.04; 2112×7168: 16.64 / 12.77, 13.47 / 12.74, 13.25 / 12.77 (the one-block units are 33
 // clusters of three splits there); kept: 576×7168 (54 one-block units): 10.18 / 11.17, 9.57 / 11.23,
-// 9.47 / 11.30. Above 128 rows (benchmarks/sweep_tiles.py: L2 flushed, medians of 30 calls in turns,
-// µs): taken, 256×2112×7168 (132 tiles / 66 × 2 splits) 20.5 / 17.7, 512×576×7168 (72 / 36 × 3)
-// 19.9 / 14.6, 768×576×7168 (108 / 54 × 2) 20.1 / 16.6, 1200×256×7168 (76 / 40 × 3) 19.9 / 16.3;
-// padding, 160×2112×7168 20.5 / 24.8, 192×2112×7168 20.4 / 22.5; K = 4096 (32 K blocks),
-// 193×2112 14.9 / 16.6, 450×1024 14.8 / 15.4, 230×2048 14.8 / 14.4, 600×768 14.4 / 14.5, 864×576
-// 15.2 / 14.8, 1800×256 14.7 / 14.6; 64×64 tiles splitting K, 256×576×7168 (36 × 3) 12.9 / 14.3,
-// 384×576×7168 (54 × 2) 14.2 / 15.4.
-inline constexpr int kMinKBlocksForTallerSplit = 48;
+// 9.47 / 11.30. Above 128 rows (benchmarks/sweep_tiles.py: L2 flushed, medians of 15 calls in turns,
+// µs, 64×64 / 128×64 with 2 / 3 splits): 129×2112×7168 21.5 / 17.1 / 16.8, 192×2112×7168 20.9 /
+// 17.5 / 17.0, 129×1536×7168 20.8 / 16.2 / 16.1, 256×1536×7168 20.5 / 17.0 / 16.5, 320×1024×7168
+// 20.5 / 17.3 / 16.1, 448×1024×7168 21.5 / 17.3 / 16.8, 640×576×7168 20.4 / 16.7 / 16.5,
+// 640×576×16384 37.2 / 26.1 / 26.1; K = 4096: 129×2112 15.9 / 13.9 / 13.5, 256×2112 15.6 / 14.7 /
+// 13.9; 64×64 tiles that split K: 192×576×7168 12.4 / 16.4 / 14.4, 256×256×7168 11.9 / 16.1 / 14.2.
+inline constexpr int kMinKBlocksForTallerSplit = 32;
 inline Fp8Gemm1d2dConfig choose_fp8_1d2d_dense_config(int m, int n, int k, int num_sms) {
   const Fp8Gemm1d2dConfig config = choose_fp8_1d2d_config(m, n, num_sms);
   if (m <= 64 || config.block_m != 64 || config.block_n != 64) return config;
   const Fp8Gemm1d2dConfig taller{128, 64, 1};
-  if (m > 128) {
-    const long rows_64 = (m + 63) / 64 * 64L, rows_128 = (m + 127) / 128 * 128L;
-    if (choose_k_splits(m, n, k, config, num_sms, kMinKBlocksPerClusterSplit, 8) > 1 || 8 * rows_128 > 9 * rows_64 ||
-        (k + 127) / 128 < kMinKBlocksForTallerSplit) {
-      return config;
-    }
+  if (m > 128 && (choose_k_splits(m, n, k, config, num_sms, kMinKBlocksPerClusterSplit, 8) > 1 ||
+                  (k + 127) / 128 < kMinKBlocksForTallerSplit)) {
+    return config;
   }
   const long tiles = static_cast<long>((m + taller.block_m - 1) / taller.block_m) * ((n + taller.block_n - 1) / taller.block_n);
-  const int splits = choose_k_splits(m, n, k, taller, num_sms, kMinKBlocksPerClusterSplit, 8);
-  return splits > 1 && 4 * tiles * splits >= 3L * num_sms ? taller : config;
+  const long tiles_64 = static_cast<long>((m + 63) / 64) * ((n + 63) / 64);
+  const long units = tiles * choose_k_splits(m, n, k, taller, num_sms, kMinKBlocksPerClusterSplit, 8);
+  if (units == tiles) return config;
+  return 4 * units >= 3L * num_sms || (m > 128 && units >= tiles_64) ? taller : config;
 }
 
 // Grids of at most two waves (every CTA runs one or two work units) take the one-box-staging
