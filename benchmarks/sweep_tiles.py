@@ -3,7 +3,7 @@ heuristic's own choice and the cuBLAS call a user would otherwise make: the meas
 tile choices in ``csrc/gemm/heuristics.h`` away from the issue's benchmark M values.
 
   python benchmarks/sweep_tiles.py --kind bf16 --ms 192,512,2048 [--nk 2112x7168,...] [--json FILE]
-  python benchmarks/sweep_tiles.py --kind fp8 --shapes 256x2112x7168,512x576x7168 ...
+  python benchmarks/sweep_tiles.py --kind fp8 --shapes 256x2112x7168,512x576x7168 [--settings 128x64,...] ...
 
 Each configuration is forced through the kernels' tuning knobs (``HOPPERKIT_BF16_GEMM_CONFIG`` /
 ``HOPPERKIT_BF16_GEMM_SPLITS``, ``HOPPERKIT_FP8_GEMM_CONFIG`` / ``HOPPERKIT_FP8_GEMM_SPLITS``), set
@@ -54,6 +54,7 @@ FP8_SETTINGS: Dict[str, Dict[str, str]] = {
     "128x192": {"HOPPERKIT_FP8_GEMM_CONFIG": "128,192,1"},
     "128x128c2": {"HOPPERKIT_FP8_GEMM_CONFIG": "128,128,2"},
     "128x128": {"HOPPERKIT_FP8_GEMM_CONFIG": "128,128,1"},
+    "128x64c2": {"HOPPERKIT_FP8_GEMM_CONFIG": "128,64,2"},
     "128x64": {"HOPPERKIT_FP8_GEMM_CONFIG": "128,64,1"},
     "64x128": {"HOPPERKIT_FP8_GEMM_CONFIG": "64,128,1"},
     "64x64": {"HOPPERKIT_FP8_GEMM_CONFIG": "64,64,1"},
@@ -68,6 +69,11 @@ FP8_SETTINGS: Dict[str, Dict[str, str]] = {
     "128x64s4": {"HOPPERKIT_FP8_GEMM_CONFIG": "128,64,1", "HOPPERKIT_FP8_GEMM_SPLITS": "4"},
     "64x128s2": {"HOPPERKIT_FP8_GEMM_CONFIG": "64,128,1", "HOPPERKIT_FP8_GEMM_SPLITS": "2"},
     "64x128s3": {"HOPPERKIT_FP8_GEMM_CONFIG": "64,128,1", "HOPPERKIT_FP8_GEMM_SPLITS": "3"},
+    "192x64c2": {"HOPPERKIT_FP8_GEMM_CONFIG": "192,64,2"},
+    "192x64": {"HOPPERKIT_FP8_GEMM_CONFIG": "192,64,1"},
+    "192x64s2": {"HOPPERKIT_FP8_GEMM_CONFIG": "192,64,1", "HOPPERKIT_FP8_GEMM_SPLITS": "2"},
+    "192x64s3": {"HOPPERKIT_FP8_GEMM_CONFIG": "192,64,1", "HOPPERKIT_FP8_GEMM_SPLITS": "3"},
+    "192x64s4": {"HOPPERKIT_FP8_GEMM_CONFIG": "192,64,1", "HOPPERKIT_FP8_GEMM_SPLITS": "4"},
 }
 KNOBS = sorted({key for s in (BF16_SETTINGS, FP8_SETTINGS) for env in s.values() for key in env})
 
@@ -107,12 +113,13 @@ def _shape_calls(kind: str, m: int, n: int, k: int) -> Tuple[Callable[[], None],
             d, a.float() @ b.float().t())
 
 
-def sweep(kind: str, shapes: Sequence[Tuple[int, int, int]], iters: int) -> List[dict]:
+def sweep(kind: str, shapes: Sequence[Tuple[int, int, int]], iters: int, names: Sequence[str]) -> List[dict]:
     import torch
 
     from hopperkit.testing import bench_interleaved, calc_diff
 
-    settings = BF16_SETTINGS if kind == "bf16" else FP8_SETTINGS
+    all_settings = BF16_SETTINGS if kind == "bf16" else FP8_SETTINGS
+    settings = {name: all_settings[name] for name in names}
     tol = 1e-5 if kind == "bf16" else 1e-3
     rows = []
     for m, n, k in shapes:
@@ -148,8 +155,7 @@ def sweep(kind: str, shapes: Sequence[Tuple[int, int, int]], iters: int) -> List
     return rows
 
 
-def print_table(kind: str, rows: List[dict]) -> None:
-    names = list(BF16_SETTINGS if kind == "bf16" else FP8_SETTINGS)
+def print_table(kind: str, rows: List[dict], names: Sequence[str]) -> None:
     peer = "torch.mm" if kind == "bf16" else "cuBLAS blockwise"
     print(f"{kind} dense GEMM, µs (median, L2 flushed, in turns); peer: {peer}")
     header = (f"{'M':>5} {'N':>6} {'K':>6} | {'auto':>7} " + " ".join(f"{n:>9}" for n in names)
@@ -185,8 +191,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--nk", type=_sizes(2), default=NK, metavar="NxK,...", help="default: the benchmark's seven (N, K)")
     ap.add_argument("--shapes", type=_sizes(3), default=(), metavar="MxNxK,...", help="these shapes too")
     ap.add_argument("--iters", type=int, default=15, help="timed rounds per shape (default 15)")
+    ap.add_argument("--settings", metavar="NAME,...", help="only these forced configurations (default: every one)")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
+    known = list(BF16_SETTINGS if args.kind == "bf16" else FP8_SETTINGS)
+    names = [t for t in args.settings.split(",") if t.strip()] if args.settings else known
+    if not names or any(name not in known for name in names):
+        ap.error(f"--settings takes names among {','.join(known)}")
     import torch
 
     if not torch.cuda.is_available():
@@ -199,8 +210,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     shapes = [(m, n, k) for n, k in args.nk for m in args.ms or ()] + list(args.shapes)
     if not shapes:
         ap.error("no shapes: give --ms and/or --shapes")
-    rows = sweep(args.kind, shapes, args.iters)
-    print_table(args.kind, rows)
+    rows = sweep(args.kind, shapes, args.iters, names)
+    print_table(args.kind, rows, names)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

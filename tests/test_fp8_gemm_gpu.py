@@ -106,8 +106,8 @@ def test_1d2d_mid_m_split(cuda, m, n, k):
 # The fourth value selects the one-box-staging variant (compiled for 128×128 and 256×128), which is
 # correct on grids of any size.
 CONFIGS_1D2D = ((64, 64, 1, 0), (64, 128, 1, 0), (128, 64, 1, 0), (128, 64, 2, 0), (128, 128, 1, 0), (128, 128, 1, 1),
-                (128, 128, 2, 0), (128, 128, 2, 1), (128, 192, 1, 0), (128, 192, 2, 0), (256, 128, 1, 0),
-                (256, 128, 1, 1), (256, 128, 2, 0), (256, 128, 2, 1))
+                (128, 128, 2, 0), (128, 128, 2, 1), (128, 192, 1, 0), (128, 192, 2, 0), (192, 64, 1, 0), (192, 64, 2, 0),
+                (256, 128, 1, 0), (256, 128, 1, 1), (256, 128, 2, 0), (256, 128, 2, 1))
 CONFIG_CASES = [
     (m, n, k, bm, bn, cm, ow)
     for m, n, k in ((1000, 200, 320), (512, 2112, 1536), (300, 576, 7168))
@@ -130,12 +130,15 @@ def test_1d2d_every_config(cuda, monkeypatch, m, n, k, bm, bn, cm, ow):
 # and two 64-row waves), several tiles per CTA (65×7168 on 64×64: 224 tiles), split-K, and pairs of
 # B-multicast CTAs whose second block is the short one (test_1d2d_every_config covers the others).
 # Also a short last block under split-K, whose partials go through both fixups (in a cluster: 128×64
-# and 128×128; through global memory: 256×128), and a 256-row multicast pair whose second block
-# holds 44 rows.
+# and 128×128; through global memory: 256×128), a 256-row multicast pair whose second block
+# holds 44 rows, and the three math warpgroups of the 192-row tile (a one-row last block; one block
+# of 129 or 200 rows, split; a multicast pair whose second block holds 8 rows).
 A_TAIL_CASES = [(129, 576, 1024, "128,128,1", None), (257, 2112, 1024, "256,128,1", None),
                 (65, 7168, 512, "64,64,1", None), (80, 2112, 7168, "64,64,1", 4), (200, 4096, 512, "128,128,2", None),
                 (160, 2112, 7168, "128,64,1", 3), (129, 4096, 7168, "128,128,1", 2), (129, 7168, 4096, "256,128,1", 2),
-                (200, 1024, 2048, "256,128,1", 3), (300, 1024, 2048, "256,128,2", None)]
+                (200, 1024, 2048, "256,128,1", 3), (300, 1024, 2048, "256,128,2", None),
+                (193, 2112, 1024, "192,64,1", None), (129, 7168, 4096, "192,64,1", 2), (200, 1024, 2048, "192,64,1", 3),
+                (200, 2112, 1024, "192,64,2", None)]
 
 
 @pytest.mark.parametrize("m,n,k,config,splits", A_TAIL_CASES, ids=[f"M{m}-N{n}-K{k}-{c}-s{s}" for m, n, k, c, s in A_TAIL_CASES])

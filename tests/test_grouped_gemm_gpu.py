@@ -94,17 +94,19 @@ def test_contiguous_psum_layout_and_odd_k():
 
 
 def test_contiguous_forced_tiles(monkeypatch):
-    # The 192-wide tile the heuristic picks for large MoE shapes, on a small ragged case; 256-row
-    # tiles could mix experts (segments are aligned to 128 rows only) and are refused before launch.
+    # The 192-wide tile the heuristic picks for large MoE shapes, on a small ragged case; 192- and
+    # 256-row tiles could mix experts (segments are aligned to 128 rows only) and are refused before
+    # launch.
     monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", "128,192,1")
     d, a, a_fp8, sfa, b, b_fp8, sfb, starts, counts, pad = _contiguous_case(5, 300, 2112, 320, psum=False)
     assert torch.equal(d[pad], torch.zeros_like(d[pad]))
     for e, (s, c) in enumerate(zip(starts, counts)):
         r = slice(s, s + c)
         _check_rows(f"expert {e}", d[r], a[r], a_fp8[r], sfa[r], b[e], b_fp8[e], sfb[e])
-    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", "256,128,1")
-    with pytest.raises(ValueError, match="BLOCK_M <= 128"):
-        _contiguous_case(4, 256, 576, 512, psum=False)
+    for config in ("256,128,1", "192,64,1"):
+        monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", config)
+        with pytest.raises(ValueError, match="BLOCK_M <= 128"):
+            _contiguous_case(4, 256, 576, 512, psum=False)
 
 
 @pytest.mark.parametrize("one_box_staging", [0, 1], ids=["staging-per-box", "one-box"])

@@ -40,6 +40,8 @@ void run_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params, Fp8Gemm1d2dConfig config
   HK_FP8_1D2D_CONFIG(128, 128, 2, 1, true)
   HK_FP8_1D2D_CONFIG(128, 192, 1, 1, false)
   HK_FP8_1D2D_CONFIG(128, 192, 2, 1, false)
+  HK_FP8_1D2D_CONFIG(192, 64, 1, 1, false)
+  HK_FP8_1D2D_CONFIG(192, 64, 2, 1, false)
   HK_FP8_1D2D_CONFIG(256, 128, 1, 1, false)
   HK_FP8_1D2D_CONFIG(256, 128, 1, 1, true)
   HK_FP8_1D2D_CONFIG(256, 128, 2, 1, false)

@@ -3,8 +3,8 @@
 //
 // | warpgroup            | threads | registers | duty                                              |
 // |----------------------|---------|-----------|---------------------------------------------------|
-// | math 0 (.. math 1)   | 128 each| 232 / 240 | wgmma 64×BLOCK_N×32 per K step and 64-row wave,   |
-// |                      |         |           | promotion, epilogue                               |
+// | math 0 (.. math 2)   | 128 each| 240 / 232 | wgmma 64×BLOCK_N×32 per K step and 64-row wave,   |
+// | (1, 2 or 3 of them)  |         | / 152     | promotion, epilogue                               |
 // | producer (last)      | 128     | 40        | one thread issues every TMA load, one stores SFB  |
 //
 // With kClusterM = 2, CTA pairs take vertically adjacent tiles and rank 0 multicasts B to both; with

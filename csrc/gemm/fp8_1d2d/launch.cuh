@@ -41,7 +41,7 @@ void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params_in, int num_sms, bool 
   // A contiguous-layout tile must not mix experts, whose segments are aligned to 128 rows only (a
   // masked tile stays within its group: the scheduler walks each group's rows separately).
   HK_CHECK(kBlockM <= 128 || params.layout != GemmLayout::kMGroupedContiguous,
-           "256-row tiles are not for the contiguous layout");
+           "tiles of more than 128 rows are not for the contiguous layout");
   HK_CHECK(params.k_splits == 1 || (T::kClusterSize == 1 && params.layout == GemmLayout::kNormal &&
                                     params.split_workspace != nullptr && params.split_flags != nullptr &&
                                     params.split_epoch != 0 && params.split_epoch < (1ull << 56) && params.k_splits < 256),

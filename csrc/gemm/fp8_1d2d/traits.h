@@ -46,7 +46,7 @@ struct Fp8Gemm1d2dTraits {
   // One K block = one scale granularity: the promotion of the tensor-core partial sums happens
   // exactly where the scales change.
   static constexpr int kBlockK = 128;
-  static_assert(kBlockM == 64 || kBlockM == 128 || kBlockM == 256, "BLOCK_M is 64, 128 or 256");
+  static_assert(kBlockM == 64 || kBlockM == 128 || kBlockM == 192 || kBlockM == 256, "BLOCK_M is 64, 128, 192 or 256");
   // A tile must touch at most two 128-wide B scale blocks: BLOCK_N divides 128, or BLOCK_N = 192
   // (tiles start at column offsets 0 or 64 within a scale block, so 192 + 64 <= 256).
   static_assert(128 % kBlockN == 0 || kBlockN == 192, "BLOCK_N must divide 128 or be 192");
@@ -56,19 +56,26 @@ struct Fp8Gemm1d2dTraits {
   // wgmma M) issued one after the other through one accumulator set: a 256-row tile moves 25% fewer
   // operand bytes per FLOP than a 128-row one (A and B of a K block serve twice the rows), for 64
   // more promoted FP32 values per thread.
-  static constexpr int kMathWarpgroups = kBlockM == 64 ? 1 : 2;
+  // A 192-row tile runs three math warpgroups of one wave each instead: 129-192 rows at large N·K
+  // are bound by each warpgroup's serial chain of wgmma, wait and promotion per K block (README.md
+  // "192-row tiles"), which a third warpgroup runs beside the other two, where a second wave would
+  // run after the first.
+  static constexpr int kMathWarpgroups = kBlockM == 64 ? 1 : kBlockM == 192 ? 3 : 2;
   static constexpr int kWaves = kBlockM / 64 / kMathWarpgroups;
   static constexpr int kRowsPerWarpgroup = 64 * kWaves;
-  // Registers: kWaves · BLOCK_N/2 promoted values + BLOCK_N/2 accumulators per thread within 232.
+  // Registers: kWaves · BLOCK_N/2 promoted values + BLOCK_N/2 accumulators per thread within 232
+  // (152 with three math warpgroups, see Registers).
   static_assert(kWaves == 1 || kBlockN <= 128, "256-row tiles are at most 128 columns wide");
+  static_assert(kMathWarpgroups < 3 || kBlockN <= 64, "192-row tiles are at most 64 columns wide");
   static constexpr int kMathThreads = 128 * kMathWarpgroups;
   static constexpr int kThreads = kMathThreads + 128;  // + one producer warpgroup, the last one
 
   // Register budget (setmaxnreg, rule in common/warp_specialization.cuh). The producer needs a few
   // dozen registers for addresses and barrier state; the math warpgroups hold the wgmma accumulators
   // and the promoted FP32 sums (BLOCK_N/2 each per thread).
-  // PERF: 3 math warpgroups (192-row tiles, 512 threads, entry 128) spill at BLOCK_N = 128.
-  using Registers = RegisterSplit<kMathThreads, 40, kMathWarpgroups == 2 ? 232 : 240>;
+  // Three math warpgroups (512 threads, 128 registers each at entry) get 152: the most that the
+  // producer's release covers; 64 values per thread fit there, 128 (BLOCK_N = 128) spill.
+  using Registers = RegisterSplit<kMathThreads, 40, kMathWarpgroups == 3 ? 152 : kMathWarpgroups == 2 ? 232 : 240>;
   static constexpr int kProducerRegisters = Registers::kProducer;
   static constexpr int kMathRegisters = Registers::kMath;
 
