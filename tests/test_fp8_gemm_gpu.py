@@ -19,6 +19,7 @@ on the GPU.
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -97,6 +98,45 @@ MID_M_SPLIT_SHAPES = ((256, 2112, 7168), (512, 576, 7168), (768, 576, 7168), (12
 @pytest.mark.parametrize("m,n,k", MID_M_SPLIT_SHAPES, ids=[f"M{m}-N{n}-K{k}" for m, n, k in MID_M_SPLIT_SHAPES])
 def test_1d2d_mid_m_split(cuda, m, n, k):
     _run_1d2d(cuda, m, n, k)
+
+
+# Shapes where the heuristic takes 192×64 tiles (heuristics.h fp8_1d2d_192_rows_fit): one M block
+# with a one-row (129) or partial last block, two M blocks whose second holds 65 rows (257) or 108
+# (300), with and without split-K (2112×7168, 1536×7168 and 2048×16384 split in two; 4096×7168 at
+# 129-192 rows too).
+TALL_192_SHAPES = ((129, 7168, 2048), (160, 32768, 512), (192, 4096, 7168), (257, 2112, 7168), (300, 4096, 7168),
+                   (384, 1536, 7168), (300, 2048, 16384))
+
+
+@pytest.mark.parametrize("m,n,k", TALL_192_SHAPES, ids=[f"M{m}-N{n}-K{k}" for m, n, k in TALL_192_SHAPES])
+def test_1d2d_192_row_tiles(cuda, m, n, k):
+    _run_1d2d(cuda, m, n, k)
+
+
+def _launched_1d2d_tiles(device, m, n, k):
+    """The (BLOCK_M, BLOCK_N) of every 1d2d kernel one fp8_gemm_nt call launches, by kernel name."""
+    _, _, a, b = _inputs_1d2d(device, m, n, k, "launched")
+    d = torch.empty(m, n, dtype=torch.bfloat16, device=device)
+    hopperkit.fp8_gemm_nt(a, b, d)  # the first call's one-time work stays out of the trace
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        hopperkit.fp8_gemm_nt(a, b, d)
+        torch.cuda.synchronize()
+    names = {event.name for event in prof.events() if "fp8_gemm_1d2d_kernel" in event.name}
+    return {tuple(int(v) for v in re.search(r"Fp8Gemm1d2dTraits<(\d+), ?(\d+)", name).groups()) for name in names}
+
+
+# The rule itself: 192×64 inside its row ranges, not where its M blocks pad more rows than 128-row
+# blocks (200, 448) or above kMaxRowsFor192RowTiles (576), where other tiles measured faster.
+@pytest.mark.parametrize("m,n,k,tall", [(160, 7168, 2048, True), (300, 2112, 7168, True), (200, 4096, 7168, False),
+                                         (448, 2112, 7168, False), (576, 24576, 1536, False)],
+                         ids=lambda v: str(v))
+def test_1d2d_192_row_tiles_chosen(cuda, monkeypatch, m, n, k, tall):
+    for knob in ("HOPPERKIT_FP8_GEMM_CONFIG", "HOPPERKIT_FP8_GEMM_SPLITS"):
+        monkeypatch.delenv(knob, raising=False)
+    tiles = _launched_1d2d_tiles(cuda, m, n, k)
+    assert len(tiles) == 1, tiles
+    assert ((192, 64) in tiles) == tall, tiles
 
 
 # Every compiled 1d2d tile configuration, forced (the heuristic reaches only some of them on the

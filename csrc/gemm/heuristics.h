@@ -44,6 +44,33 @@ inline TileCandidate pick_tile_by_waves(const TileCandidate (&candidates)[kCount
   return best;
 }
 
+// The 192×64 tile (three math warpgroups of one 64-row wave each) is a candidate of the normal
+// layout at 129-192 and 257-384 rows: where its M blocks pad M no further than 128-row blocks do,
+// and only up to kMaxRowsFor192RowTiles. Each of its warpgroups runs one chain of wgmma, wait and
+// promotion per K block, where the 128-row tiles' warpgroups run the same chain over fewer rows per
+// byte of B, or a 256-row tile's run two waves one after the other.
+// PERF (H200, benchmarks/sweep_tiles.py --kind fp8: L2 flushed, medians of 15 calls in turns, µs,
+// the pick without it / 192×64 / cuBLAS blockwise where it takes the shape): 129-192×7168×16384
+// 57.8-58.2 / 50.0-50.4 / 56.0-56.3, 129-192×4096×7168 23.6-24.0 / 21.0-21.4 (2 splits) / 27.1-27.6,
+// 129-192×24576×1536 25.8-26.0 / 23.5-24.2 / 25.9-26.9, 129-192×32768×512 18.5-19.6 / 17.9-18.0 /
+// 18.3-19.2, 129-192×7168×2048 15.1-15.2 / 14.2-14.4 / 13.5-14.0, 257-384×2112×7168 22.3-22.8 /
+// 20.0-20.8 / 26.4-26.7, 257-384×4096×7168 29.7-30.3 / 27.4-27.9 / 27.9-28.5, 257-384×2048×16384
+// 40.5-40.9 / 32.7-33.5 / 50.0-50.8, 384×1536×7168 22.1 / 20.0 / 26.2. Where it pads more rows
+// it loses: 200 and 256×4096×7168 23.8 / 26.7-27.1, 448-512 × {2112, 1536}×7168 22.0-22.8 / 25.2-25.9,
+// 448-512×2048×16384 40.3-40.8 / 47.9-48.3. At 576 rows (no padding either way) it measured mixed:
+// faster on 2112×7168 (30.1 / 26.7), 7168×16384 (154.9 / 149.1), 7168×2048 (27.2 / 25.8), 1024×7168
+// (22.9 / 19.7) and 2048×16384 (56.1 / 48.4), slower on 24576×1536 (48.3 / 52.1), 32768×512 (34.5 /
+// 35.7) and 1536×7168 (22.7 / 25.2), so it stops at 384. At 257-384 rows the model keeps 128×192 on
+// 7168×16384 and 7168×2048, where 192×64 measured slower (78.8-80.7 / 97-101, 17.7-18.0 / 20.0-20.8).
+// With B multicast (pairs of M blocks at 257-384 rows) it is slower: 2112×7168 25.0-25.6,
+// 2048×16384 47.0-47.5, 1536×7168 25.0.
+inline constexpr int kMaxRowsFor192RowTiles = 384;
+inline bool fp8_1d2d_192_rows_fit(int m) {
+  const int padded_192 = (m + 191) / 192 * 192;
+  const int padded_128 = (m + 127) / 128 * 128;
+  return m > 128 && m <= kMaxRowsFor192RowTiles && padded_192 <= padded_128;
+}
+
 // FP8 1d2d: the compiled tile with the lowest modelled time (pick_tile_by_waves). Small tiles balance
 // the last wave better but feed the tensor cores less per byte of shared memory.
 // `m` is the row count of one problem; `groups` independent problems of that size share the grid
@@ -66,19 +93,26 @@ inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, GemmL
   // 128x128 901-912; 7168x2048: 741-742 / 666-673.
   static constexpr TileCandidate kCandidates[] = {
       {128, 128, 1.0}, {128, 192, 1.08}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}, {256, 128, 1.12}};
+  static constexpr TileCandidate kCandidatesWith192Rows[] = {
+      {128, 128, 1.0}, {128, 192, 1.08}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}, {256, 128, 1.12},
+      {192, 64, 1.0}};
   // The masked layout's instantiations have no 128×192 tile: with the compacted scheduler's cursor
   // its registers spill (52 bytes).
   static constexpr TileCandidate kMaskedCandidates[] = {
       {128, 128, 1.0}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}, {256, 128, 1.12}};
   const TileCandidate tile =
-      layout == GemmLayout::kMGroupedMasked
-          ? pick_tile_by_waves(kMaskedCandidates, m, n, num_sms, groups, true)
+      layout == GemmLayout::kMGroupedMasked ? pick_tile_by_waves(kMaskedCandidates, m, n, num_sms, groups, true)
+      : layout == GemmLayout::kNormal && fp8_1d2d_192_rows_fit(m)
+          ? pick_tile_by_waves(kCandidatesWith192Rows, m, n, num_sms, groups, true)
           : pick_tile_by_waves(kCandidates, m, n, num_sms, groups, layout != GemmLayout::kMGroupedContiguous);
   Fp8Gemm1d2dConfig best{tile.block_m, tile.block_n, 1};
   // Multicast B across CTA pairs on adjacent M blocks whenever every pair has a partner: it halves
   // B's share of L2 traffic. PERF (H200): measured equal to no multicast on the M = 4096 shapes.
+  // Not for 192-row tiles, where it measured slower (fp8_1d2d_192_rows_fit).
   const int m_blocks = (m + best.block_m - 1) / best.block_m;
-  if (layout == GemmLayout::kNormal && best.block_m >= 128 && m_blocks % 2 == 0) best.cluster_m = 2;
+  if (layout == GemmLayout::kNormal && best.block_m >= 128 && best.block_m != 192 && m_blocks % 2 == 0) {
+    best.cluster_m = 2;
+  }
   return best;
 }
 
