@@ -22,11 +22,22 @@ struct LaunchConfig {
 // A persistent kernel's launch: one CTA per SM, no more CTAs than work units, the grid a whole
 // number of clusters; block size and dynamic shared memory from the kernel's traits T (kThreads,
 // kSmemBytes). Returns a config with an empty grid when there is no work.
+// `fewest_ctas`: the fewest CTAs (whole clusters) that take the units in as many rounds as one CTA
+// per SM does, for kernels that hand out units in static round robin and know their unit count
+// (896 units run 7 rounds on 132 SMs or on 128). Where the card runs at its power limit, the SMs
+// that would only have idled through the last round draw nothing, and the others clock higher.
 template <class T>
-LaunchConfig persistent_launch_config(long units, int num_sms, int cluster_x, bool pdl, cudaStream_t stream) {
+LaunchConfig persistent_launch_config(long units, int num_sms, int cluster_x, bool pdl, cudaStream_t stream,
+                                      bool fewest_ctas = false) {
   LaunchConfig cfg;
   long grid = units < num_sms ? units : num_sms;
   grid -= grid % cluster_x;
+  if (fewest_ctas && grid > 0) {
+    const long rounds = (units + grid - 1) / grid;
+    long fewest = (units + rounds - 1) / rounds;
+    fewest += (cluster_x - fewest % cluster_x) % cluster_x;
+    if (fewest < grid) grid = fewest;
+  }
   cfg.grid = dim3(static_cast<unsigned>(grid));
   cfg.block = dim3(T::kThreads);
   cfg.smem_bytes = T::kSmemBytes;
