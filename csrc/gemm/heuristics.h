@@ -46,9 +46,9 @@ inline TileCandidate pick_tile_by_waves(const TileCandidate (&candidates)[kCount
 
 // The 192×64 tile (three math warpgroups of one 64-row wave each) is a candidate of the normal
 // layout at 129-192 and 257-384 rows: where its M blocks pad M no further than 128-row blocks do,
-// and only up to kMaxRowsFor192RowTiles. Each of its warpgroups runs one chain of wgmma, wait and
-// promotion per K block, where the 128-row tiles' warpgroups run the same chain over fewer rows per
-// byte of B, or a 256-row tile's run two waves one after the other.
+// and only up to kMaxRowsFor192RowTiles. Each of its three warpgroups runs its own chain of wgmma,
+// wait and promotion per K block, so a stage's B tile feeds three chains at once, where a 128-row
+// tile feeds two and a 256-row tile's warpgroups run their two waves one after the other.
 // PERF (H200, benchmarks/sweep_tiles.py --kind fp8: L2 flushed, medians of 15 calls in turns, µs,
 // the pick without it / 192×64 / cuBLAS blockwise where it takes the shape): 129-192×7168×16384
 // 57.8-58.2 / 50.0-50.4 / 56.0-56.3, 129-192×4096×7168 23.6-24.0 / 21.0-21.4 (2 splits) / 27.1-27.6,
