@@ -231,6 +231,66 @@ def test_1d2d_a_multicast_refused(cuda, monkeypatch, config, splits, m, n, k):
     assert torch.isnan(d.float()).all()
 
 
+# A multicast on the 256×128 tile (grids of more than two waves: 264 tiles on 132 SMs), forced on
+# and off on the same call: the tiles pair along N within every M block (TileScheduler kPairN), so
+# every M block is covered, including a short last one (2200 rows: 152), a ragged last N block
+# (4040: 72 columns), a 64-wide last K block (704), and an odd number of M blocks (9). The same bits
+# as without it, and the reference's result.
+A_MULTICAST_256_CASES = ((2304, 4096, 704), (2200, 4040, 512), (4096, 7168, 256))
+
+
+@pytest.mark.parametrize("m,n,k", A_MULTICAST_256_CASES, ids=[f"M{m}-N{n}-K{k}" for m, n, k in A_MULTICAST_256_CASES])
+def test_1d2d_a_multicast_256(cuda, monkeypatch, m, n, k):
+    a, b, (a_fp8, sfa), (b_fp8, sfb) = _inputs_1d2d(cuda, m, n, k, "a_multicast_256")
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", "256,128,1")
+    outs = {}
+    for setting in ("off", "on"):
+        monkeypatch.setenv("HOPPERKIT_FP8_GEMM_A_MULTICAST", setting)
+        outs[setting] = poison_(torch.empty(m, n, dtype=torch.bfloat16, device=cuda))
+        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), outs[setting])
+    reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, out_dtype=torch.float32)
+    assert_fp8_gemm_close(f"A multicast 256x128 M={m} N={n} K={k}", outs["on"], a.float() @ b.float().t(), reference)
+    assert torch.equal(outs["on"], outs["off"])
+
+
+# Forced on where the 256×128 tile cannot take it: an odd number of N blocks (4224: 33), a grid of
+# two waves or less (512×4096: 64 tiles), B multicast already forced. Errors naming the knob.
+A_MULTICAST_256_REFUSED = (("256,128,1", 2304, 4224, 512), ("256,128,1", 512, 4096, 512), ("256,128,2", 2048, 4096, 512))
+
+
+@pytest.mark.parametrize("config,m,n,k", A_MULTICAST_256_REFUSED, ids=["odd-n-blocks", "two-waves", "b-multicast"])
+def test_1d2d_a_multicast_256_refused(cuda, monkeypatch, config, m, n, k):
+    _, _, (a_fp8, sfa), (b_fp8, sfb) = _inputs_1d2d(cuda, m, n, k, "a_multicast_256_refused")
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", config)
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_A_MULTICAST", "on")
+    d = poison_(torch.empty(m, n, dtype=torch.bfloat16, device=cuda))
+    with pytest.raises(ValueError, match="HOPPERKIT_FP8_GEMM_A_MULTICAST"):
+        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d)
+    assert torch.isnan(d.float()).all()
+
+
+# The heuristic's choice, by the launched kernel's traits (BLOCK_M, BLOCK_N, cluster M, one-box
+# staging, masked, cluster N): A multicast for 256×128 over more than two waves, B multicast on
+# 256×128 grids of two waves (one-box staging), 128×192 keeps B multicast.
+@pytest.mark.parametrize("m,n,k,traits", [(4096, 4096, 1024, "256,128,1,false,false,2"),
+                                          (512, 7168, 2048, "256,128,2,true,false,1"),
+                                          (4096, 2112, 1024, "128,192,2,false,false,1")],
+                         ids=lambda v: str(v))
+def test_1d2d_a_multicast_256_chosen(cuda, monkeypatch, m, n, k, traits):
+    for knob in ("HOPPERKIT_FP8_GEMM_CONFIG", "HOPPERKIT_FP8_GEMM_SPLITS", "HOPPERKIT_FP8_GEMM_A_MULTICAST"):
+        monkeypatch.delenv(knob, raising=False)
+    _, _, a, b = _inputs_1d2d(cuda, m, n, k, "launched")
+    d = torch.empty(m, n, dtype=torch.bfloat16, device=cuda)
+    hopperkit.fp8_gemm_nt(a, b, d)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        hopperkit.fp8_gemm_nt(a, b, d)
+        torch.cuda.synchronize()
+    launched = {re.sub(r"\s", "", re.search(r"Fp8Gemm1d2dTraits<([^>]*)>", e.name).group(1))
+                for e in prof.events() if "fp8_gemm_1d2d_kernel" in e.name}
+    assert launched == {traits}, launched
+
+
 @pytest.mark.parametrize("recipe", [None, RECIPE_1D1D], ids=["1d2d", "1d1d"])
 def test_single_row_a_with_any_row_stride(cuda, recipe):
     """A [1, K] and D [1, N] taken from buffers whose rows are not 16-byte multiples apart: the stride

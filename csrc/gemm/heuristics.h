@@ -71,6 +71,31 @@ inline bool fp8_1d2d_192_rows_fit(int m) {
   return m > 128 && m <= kMaxRowsFor192RowTiles && padded_192 <= padded_128;
 }
 
+// A multicast (Fp8Gemm1d2dConfig::cluster_n = 2): CTA pairs on adjacent N blocks of one M block
+// load its A box once (TileScheduler kPairN). Needs an even number of N blocks and no split of
+// either kind (`cluster_splits`: the launcher's bound for split-K within a cluster); compiled for
+// two tiles:
+// - 64×64, where one 64-row M block covers the rows: every CTA reads the same A box of each K
+//   block, at about the same time. PERF (H200, ncu kernel durations, medians of three calls in
+//   turns, off / on, µs): 7168×2048 at M = 1 / 7 / 32 / 64: 9.06 / 8.70, 9.31 / 8.70, 9.09 / 8.58,
+//   9.06 / 8.80 (1.03-1.07×); 24576×1536: 1.01-1.03×; 7168×16384: 34.43 / 33.60 at M = 1, 1.02 at
+//   7, 0.99 at 32, 1.00 at 64. The gain does not follow A's size (8 rows at M = 1 and 7): it is not
+//   L2 bandwidth. A 128×64 variant (65-128 rows) measured mixed, 1.02-1.05× at 100 rows and
+//   0.98-0.99× at 128, and is not compiled.
+// - 256×128 on grids of more than two waves (the box-per-box staging, fp8_1d2d_one_box_staging),
+//   in place of B multicast: a pair then reads 64 KiB of A and B per K block from L2 instead of 80.
+//   PERF (H200, the same calls in turns, L2 flushed, µs, A / B multicast): 4096×7168×16384 760.5 /
+//   764.4, 4096×24576×1536 264.6 / 267.6, 4096×4096×7168 185.2 / 187.2, 4096×7168×2048 102.9 /
+//   104.1, 4096×32768×512 153.9 / 155.1; ncu at the locked clock, 4096×7168×16384: 1,079,640 /
+//   1,085,660 cycles (README.md "Multicast").
+inline bool fp8_1d2d_a_multicast_fits(const Fp8Gemm1d2dConfig& config, int m, int n, int cluster_splits, int num_sms) {
+  const int m_blocks = (m + config.block_m - 1) / config.block_m;
+  const int n_blocks = (n + config.block_n - 1) / config.block_n;
+  if (config.cluster_m != 1 || config.k_splits != 1 || cluster_splits != 1 || n_blocks % 2 != 0) return false;
+  if (config.block_m == 64 && config.block_n == 64) return m_blocks == 1;
+  return config.block_m == 256 && config.block_n == 128 && static_cast<long>(m_blocks) * n_blocks > 2L * num_sms;
+}
+
 // FP8 1d2d: the compiled tile with the lowest modelled time (pick_tile_by_waves). Small tiles balance
 // the last wave better but feed the tensor cores less per byte of shared memory.
 // `m` is the row count of one problem; `groups` independent problems of that size share the grid
@@ -108,28 +133,14 @@ inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, GemmL
   Fp8Gemm1d2dConfig best{tile.block_m, tile.block_n, 1};
   // Multicast B across CTA pairs on adjacent M blocks whenever every pair has a partner: it halves
   // B's share of L2 traffic. PERF (H200): measured equal to no multicast on the M = 4096 shapes.
-  // Not for 192-row tiles, where it measured slower (fp8_1d2d_192_rows_fit).
+  // Not for 192-row tiles, where it measured slower (fp8_1d2d_192_rows_fit), nor where the 256×128
+  // tile shares A instead (fp8_1d2d_a_multicast_fits: the caller sets cluster_n then).
   const int m_blocks = (m + best.block_m - 1) / best.block_m;
-  if (layout == GemmLayout::kNormal && best.block_m >= 128 && best.block_m != 192 && m_blocks % 2 == 0) {
+  if (layout == GemmLayout::kNormal && best.block_m >= 128 && best.block_m != 192 && m_blocks % 2 == 0 &&
+      !(best.block_m == 256 && fp8_1d2d_a_multicast_fits(best, m, n, 1, num_sms))) {
     best.cluster_m = 2;
   }
   return best;
-}
-
-// A multicast (Fp8Gemm1d2dConfig::cluster_n = 2): where one 64-row M block covers the rows and the
-// tiles are not split, every CTA reads the same A box of each K block, at about the same time; CTA
-// pairs on adjacent N blocks then load it once. Compiled for the 64×64 tile (the decode tile of at
-// most 64 rows); needs an even number of N blocks and no split of either kind (`cluster_splits`:
-// the launcher's bound for split-K within a cluster).
-// PERF (H200, ncu kernel durations, medians of three calls in turns, off / on, µs): 7168×2048 at
-// M = 1 / 7 / 32 / 64: 9.06 / 8.70, 9.31 / 8.70, 9.09 / 8.58, 9.06 / 8.80 (1.03-1.07×);
-// 24576×1536: 1.01-1.03×; 7168×16384: 34.43 / 33.60 at M = 1, 1.02 at 7, 0.99 at 32, 1.00 at 64.
-// The gain does not follow A's size (8 rows at M = 1 and 7): it is not L2 bandwidth. A 128×64
-// variant (65-128 rows) measured mixed, 1.02-1.05× at 100 rows and 0.98-0.99× at 128, and is not
-// compiled.
-inline bool fp8_1d2d_a_multicast_fits(const Fp8Gemm1d2dConfig& config, int m, int n, int cluster_splits) {
-  return config.block_m == 64 && config.block_n == 64 && config.cluster_m == 1 && config.k_splits == 1 &&
-         cluster_splits == 1 && m <= config.block_m && (n + config.block_n - 1) / config.block_n % 2 == 0;
 }
 
 // Split-K for grids that the tiles alone leave mostly idle (decode-sized M, small N): the K blocks

@@ -20,7 +20,11 @@ namespace hopperkit::gemm {
 // its B and run side by side, while consecutive tiles of one-block groups stream one B after the
 // other. Each thread's tiles only increase, so a cursor over the groups finds a tile's group in
 // amortised O(1). PERF: gemm/fp8_1d2d/README.md "Layouts".
-template <int kBlockM, int kBlockN, int kBandM = 16, bool kCompactMasked = false>
+// kPairN = 2 (A multicast, the normal layout without split-K): the tiles 2j and 2j + 1 are the N
+// blocks 2i and 2i + 1 of one M block, so that the two CTAs of a cluster, which take consecutive
+// units, load the same A; the rasterisation above then applies to those pairs. Needs an even number
+// of N blocks (the launcher checks).
+template <int kBlockM, int kBlockN, int kBandM = 16, bool kCompactMasked = false, int kPairN = 1>
 struct TileScheduler {
   // Only the unit cursor is state: the grid's shape is recomputed from the kernel parameters
   // (constant bank) on use, so the math warpgroups keep one register live across the mainloop for it.
@@ -71,6 +75,12 @@ struct TileScheduler {
       }
       band_raster(tile - cursor_first_tile, blocks, n_blocks, m_block, n_block);
       m_block += cursor_group * ((p.m + kBlockM - 1) / kBlockM);
+      return;
+    }
+    if constexpr (kPairN == 2) {
+      const int tile = unit;  // no K splits with A multicast
+      band_raster(tile / 2, num_m_blocks(), num_n_blocks() / 2, m_block, n_block);
+      n_block = 2 * n_block + tile % 2;
       return;
     }
     band_raster(unit / p.k_splits, num_m_blocks(), num_n_blocks(), m_block, n_block);

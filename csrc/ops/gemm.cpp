@@ -36,17 +36,18 @@ std::optional<bool> apply_config_override(gemm::Fp8Gemm1d2dConfig& config) {
 // A multicast wherever it fits (gemm::fp8_1d2d_a_multicast_fits), unless the tuning knob
 // HOPPERKIT_FP8_GEMM_A_MULTICAST=on|off forces it (read per call; `on` where it cannot run is an
 // error).
-void choose_a_multicast(gemm::Fp8Gemm1d2dConfig& config, int64_t m, int64_t n, int cluster_splits) {
-  const int mi = static_cast<int>(m), ni = static_cast<int>(n);
-  bool on = gemm::fp8_1d2d_a_multicast_fits(config, mi, ni, cluster_splits);
+void choose_a_multicast(gemm::Fp8Gemm1d2dConfig& config, int64_t m, int64_t n, int cluster_splits, int64_t num_sms) {
+  const int mi = static_cast<int>(m), ni = static_cast<int>(n), sms = static_cast<int>(num_sms);
+  bool on = gemm::fp8_1d2d_a_multicast_fits(config, mi, ni, cluster_splits, sms);
   if (const char* forced = std::getenv("HOPPERKIT_FP8_GEMM_A_MULTICAST")) {
     const std::string v(forced);
     HK_CHECK_VALUE(v == "on" || v == "off", "HOPPERKIT_FP8_GEMM_A_MULTICAST must be on or off, got '", forced, "'");
     on = v == "on";
-    HK_CHECK_VALUE(!on || gemm::fp8_1d2d_a_multicast_fits(config, mi, ni, cluster_splits),
-                   "HOPPERKIT_FP8_GEMM_A_MULTICAST=on needs the 64x64 tile, one M block, an even number of "
-                   "N blocks and no split-K; this call has ", config.block_m, "x", config.block_n, " tiles, M=", m,
-                   " N=", n, ", ", std::max(config.k_splits, cluster_splits), " splits");
+    HK_CHECK_VALUE(!on || gemm::fp8_1d2d_a_multicast_fits(config, mi, ni, cluster_splits, sms),
+                   "HOPPERKIT_FP8_GEMM_A_MULTICAST=on needs the 64x64 tile with one M block or the 256x128 tile "
+                   "over more than two waves (", 2 * sms, " tiles), no B multicast, an even number of N blocks and "
+                   "no split-K; this call has ", config.block_m, "x", config.block_n, " tiles (cluster ",
+                   config.cluster_m, "), M=", m, " N=", n, ", ", std::max(config.k_splits, cluster_splits), " splits");
   }
   config.cluster_n = on ? 2 : 1;
 }
@@ -147,7 +148,7 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
     config.k_splits = cluster_splits = *forced;
     HK_CHECK_VALUE(config.cluster_m == 1 || config.k_splits == 1, "split-K runs without clusters");
   }
-  choose_a_multicast(config, m, n, cluster_splits);
+  choose_a_multicast(config, m, n, cluster_splits, num_sms);
   const int64_t tiles = ceil_div(m, config.block_m) * ceil_div(n, config.block_n);
   choose_staging(config, tiles * config.k_splits, num_sms, forced_staging);
   gemm::Fp8Gemm1d2dParams p;

@@ -46,6 +46,7 @@ void run_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params, Fp8Gemm1d2dConfig config
   HK_FP8_1D2D_CONFIG(256, 128, 1, 1, true)
   HK_FP8_1D2D_CONFIG(256, 128, 2, 1, false)
   HK_FP8_1D2D_CONFIG(256, 128, 2, 1, true)
+  HK_FP8_1D2D_CONFIG(256, 128, 1, 2, false)
 #undef HK_FP8_1D2D_CONFIG
   HK_CHECK(false, "no FP8 1d2d GEMM compiled for BLOCK_M=", config.block_m, " BLOCK_N=", config.block_n,
            " cluster=", config.cluster_m, "x", config.cluster_n, " one_box_staging=", config.one_box_staging);

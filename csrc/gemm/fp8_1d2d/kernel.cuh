@@ -8,7 +8,7 @@
 // | producer (last)      | 128     | 40        | one thread issues every TMA load, one stores SFB  |
 //
 // With kClusterM = 2, CTA pairs take vertically adjacent tiles and rank 0 multicasts B to both; with
-// kClusterN = 2 (one M block), horizontally adjacent tiles, and rank 0 multicasts A and its scales.
+// kClusterN = 2, horizontally adjacent tiles (one M block), and rank 0 multicasts A and its scales.
 // Pipeline: kStages shared-memory stages, each holding one 128-wide K block of A, B, the A scales
 // and the tile's B scale(s), guarded by full/empty mbarriers (common/pipeline.cuh).
 #pragma once
@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
   // With PDL the previous kernel (e.g. the activation cast) may still be writing A and its scales.
   pdl_wait_for_prerequisites();
 
-  TileScheduler<T::kBlockM, T::kBlockN, 16, T::kMasked> scheduler(p);
+  TileScheduler<T::kBlockM, T::kBlockN, 16, T::kMasked, T::kClusterN> scheduler(p);
   const int num_k_blocks = (p.k + T::kBlockK - 1) / T::kBlockK;
   const int k_blocks_per_split = (num_k_blocks + p.k_splits - 1) / p.k_splits;
   PipelineState<T::kStages> st;

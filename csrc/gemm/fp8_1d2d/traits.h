@@ -29,9 +29,9 @@ struct Fp8Gemm1d2dTraits {
   // CTAs of a cluster work on vertically adjacent tiles (same N block): the B tile is loaded once,
   // by the cluster's rank 0, and multicast to both, halving B's L2 traffic.
   static constexpr int kClusterM = kClusterM_;
-  // The mirror image, for grids of one M block (decode-sized M): CTAs of a cluster work on
-  // horizontally adjacent tiles (same M block), and rank 0 multicasts A and its scales to both
-  // (every CTA of such a grid reads the same A; gemm/heuristics.h fp8_1d2d_a_multicast_fits).
+  // The mirror image: CTAs of a cluster work on horizontally adjacent tiles (same M block, the
+  // scheduler's kPairN), and rank 0 multicasts A and its scales to both (gemm/heuristics.h
+  // fp8_1d2d_a_multicast_fits: decode grids of one M block, and 256×128 tiles on large grids).
   static constexpr int kClusterN = kClusterN_;
   static constexpr int kClusterSize = kClusterM * kClusterN;
   // The M block where M ends may load only its rows of A and its scales through maps of their own
