@@ -86,8 +86,10 @@ inline bool fp8_1d2d_192_rows_fit(int m) {
 //   in place of B multicast: a pair then reads 64 KiB of A and B per K block from L2 instead of 80.
 //   PERF (H200, the same calls in turns, L2 flushed, µs, A / B multicast): 4096×7168×16384 760.5 /
 //   764.4, 4096×24576×1536 264.6 / 267.6, 4096×4096×7168 185.2 / 187.2, 4096×7168×2048 102.9 /
-//   104.1, 4096×32768×512 153.9 / 155.1; ncu at the locked clock, 4096×7168×16384: 1,079,640 /
-//   1,085,660 cycles (README.md "Multicast").
+//   104.1, 4096×32768×512 153.9 / 155.1; in a second run B was 0.4-0.8% faster (753.8 / 759.5 at
+//   4096×7168×16384): within about 1%, like no multicast. ncu at the locked clock,
+//   4096×7168×16384: 1,079,640-1,094,245 / 1,085,660 cycles. Kept for its lower L2 traffic
+//   (README.md "Multicast").
 inline bool fp8_1d2d_a_multicast_fits(const Fp8Gemm1d2dConfig& config, int m, int n, int cluster_splits, int num_sms) {
   const int m_blocks = (m + config.block_m - 1) / config.block_m;
   const int n_blocks = (n + config.block_n - 1) / config.block_n;
