@@ -189,18 +189,25 @@ def test_1d2d_last_m_block_loads_only_its_rows(cuda, monkeypatch, m, n, k, confi
     _run_1d2d(cuda, m, n, k, "a tail", config, splits)
 
 
-# A multicast (CTA pairs on adjacent N blocks of the one M block, rank 0 loading A and its scales
-# into both), forced on the 64×64 tile: M from one row to a full block (a_box_rows from 8 to 64), N
-# blocks from 4 (a ragged last one at N = 200) to 384 (three waves of the persistent grid), a
-# 64-wide last K block (320), K = 7168 (a tile whose splits are forced off). The same bits as without
-# it (the same per-tile arithmetic), and the reference's result.
-A_MULTICAST_CASES = [(m, n, k) for m in (1, 7, 33, 64) for n, k in ((200, 320), (7168, 2048), (24576, 1536), (4096, 7168))]
+# A multicast (CTA pairs on adjacent N blocks of one M block, rank 0 loading A and its scales into
+# both), forced on and off on the same call, for both tiles compiled with it:
+# - 64×64: M from one row to a full block (a_box_rows from 8 to 64), N blocks from 4 (a ragged last
+#   one at N = 200) to 384 (three waves of the persistent grid), a 64-wide last K block (320), K =
+#   7168 (a tile whose splits are forced off);
+# - 256×128 (grids of more than two waves: 264 tiles on 132 SMs): the tiles pair along N within
+#   every M block (TileScheduler kPairN), including a short last one (2200 rows: 152), a ragged last
+#   N block (4040: 72 columns), a 64-wide last K block (704), and an odd number of M blocks (9).
+# The same bits as without it (the same per-tile arithmetic), and the reference's result.
+A_MULTICAST_CASES = ([("64,64,1", m, n, k) for m in (1, 7, 33, 64)
+                      for n, k in ((200, 320), (7168, 2048), (24576, 1536), (4096, 7168))]
+                     + [("256,128,1", m, n, k) for m, n, k in ((2304, 4096, 704), (2200, 4040, 512), (4096, 7168, 256))])
 
 
-@pytest.mark.parametrize("m,n,k", A_MULTICAST_CASES, ids=[f"M{m}-N{n}-K{k}" for m, n, k in A_MULTICAST_CASES])
-def test_1d2d_a_multicast(cuda, monkeypatch, m, n, k):
+@pytest.mark.parametrize("config,m,n,k", A_MULTICAST_CASES,
+                         ids=[f"{c.rsplit(',', 1)[0].replace(',', 'x')}-M{m}-N{n}-K{k}" for c, m, n, k in A_MULTICAST_CASES])
+def test_1d2d_a_multicast(cuda, monkeypatch, config, m, n, k):
     a, b, (a_fp8, sfa), (b_fp8, sfb) = _inputs_1d2d(cuda, m, n, k, "a_multicast")
-    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", "64,64,1")
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", config)
     monkeypatch.setenv("HOPPERKIT_FP8_GEMM_SPLITS", "1")
     outs = {}
     for setting in ("off", "on"):
@@ -208,60 +215,30 @@ def test_1d2d_a_multicast(cuda, monkeypatch, m, n, k):
         outs[setting] = poison_(torch.empty(m, n, dtype=torch.bfloat16, device=cuda))
         hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), outs[setting])
     reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, out_dtype=torch.float32)
-    assert_fp8_gemm_close(f"A multicast M={m} N={n} K={k}", outs["on"], a.float() @ b.float().t(), reference)
+    assert_fp8_gemm_close(f"A multicast {config} M={m} N={n} K={k}", outs["on"], a.float() @ b.float().t(), reference)
     assert torch.equal(outs["on"], outs["off"])
 
 
-# Forced on where it cannot run: two M blocks, an odd number of N blocks (N = 576: 9), a split, a
-# tile it is not compiled for. Each is an error naming the knob, before any launch.
-A_MULTICAST_REFUSED = (("64,64,1", "1", 65, 7168, 2048), ("64,64,1", "1", 64, 576, 2048),
-                       ("64,64,1", "4", 64, 7168, 2048), ("128,64,1", "1", 64, 7168, 2048))
+# Forced on where it cannot run. 64×64: two M blocks, an odd number of N blocks (N = 576: 9), a
+# split; a tile it is not compiled for (128×64). 256×128: an odd number of N blocks (4224: 33), a
+# grid of two waves or less (512×4096: 64 tiles), B multicast already forced. Each is an error
+# naming the knob, before any launch.
+A_MULTICAST_REFUSED = {
+    "two-m-blocks": ("64,64,1", "1", 65, 7168, 2048),
+    "odd-n-blocks": ("64,64,1", "1", 64, 576, 2048),
+    "split": ("64,64,1", "4", 64, 7168, 2048),
+    "128x64": ("128,64,1", "1", 64, 7168, 2048),
+    "256x128-odd-n-blocks": ("256,128,1", "1", 2304, 4224, 512),
+    "256x128-two-waves": ("256,128,1", "1", 512, 4096, 512),
+    "256x128-b-multicast": ("256,128,2", "1", 2048, 4096, 512),
+}
 
 
-@pytest.mark.parametrize("config,splits,m,n,k", A_MULTICAST_REFUSED,
-                         ids=["two-m-blocks", "odd-n-blocks", "split", "128x64"])
+@pytest.mark.parametrize("config,splits,m,n,k", A_MULTICAST_REFUSED.values(), ids=A_MULTICAST_REFUSED.keys())
 def test_1d2d_a_multicast_refused(cuda, monkeypatch, config, splits, m, n, k):
     _, _, (a_fp8, sfa), (b_fp8, sfb) = _inputs_1d2d(cuda, m, n, k, "a_multicast_refused")
     monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", config)
     monkeypatch.setenv("HOPPERKIT_FP8_GEMM_SPLITS", splits)
-    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_A_MULTICAST", "on")
-    d = poison_(torch.empty(m, n, dtype=torch.bfloat16, device=cuda))
-    with pytest.raises(ValueError, match="HOPPERKIT_FP8_GEMM_A_MULTICAST"):
-        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d)
-    assert torch.isnan(d.float()).all()
-
-
-# A multicast on the 256×128 tile (grids of more than two waves: 264 tiles on 132 SMs), forced on
-# and off on the same call: the tiles pair along N within every M block (TileScheduler kPairN), so
-# every M block is covered, including a short last one (2200 rows: 152), a ragged last N block
-# (4040: 72 columns), a 64-wide last K block (704), and an odd number of M blocks (9). The same bits
-# as without it, and the reference's result.
-A_MULTICAST_256_CASES = ((2304, 4096, 704), (2200, 4040, 512), (4096, 7168, 256))
-
-
-@pytest.mark.parametrize("m,n,k", A_MULTICAST_256_CASES, ids=[f"M{m}-N{n}-K{k}" for m, n, k in A_MULTICAST_256_CASES])
-def test_1d2d_a_multicast_256(cuda, monkeypatch, m, n, k):
-    a, b, (a_fp8, sfa), (b_fp8, sfb) = _inputs_1d2d(cuda, m, n, k, "a_multicast_256")
-    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", "256,128,1")
-    outs = {}
-    for setting in ("off", "on"):
-        monkeypatch.setenv("HOPPERKIT_FP8_GEMM_A_MULTICAST", setting)
-        outs[setting] = poison_(torch.empty(m, n, dtype=torch.bfloat16, device=cuda))
-        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), outs[setting])
-    reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, out_dtype=torch.float32)
-    assert_fp8_gemm_close(f"A multicast 256x128 M={m} N={n} K={k}", outs["on"], a.float() @ b.float().t(), reference)
-    assert torch.equal(outs["on"], outs["off"])
-
-
-# Forced on where the 256×128 tile cannot take it: an odd number of N blocks (4224: 33), a grid of
-# two waves or less (512×4096: 64 tiles), B multicast already forced. Errors naming the knob.
-A_MULTICAST_256_REFUSED = (("256,128,1", 2304, 4224, 512), ("256,128,1", 512, 4096, 512), ("256,128,2", 2048, 4096, 512))
-
-
-@pytest.mark.parametrize("config,m,n,k", A_MULTICAST_256_REFUSED, ids=["odd-n-blocks", "two-waves", "b-multicast"])
-def test_1d2d_a_multicast_256_refused(cuda, monkeypatch, config, m, n, k):
-    _, _, (a_fp8, sfa), (b_fp8, sfb) = _inputs_1d2d(cuda, m, n, k, "a_multicast_256_refused")
-    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", config)
     monkeypatch.setenv("HOPPERKIT_FP8_GEMM_A_MULTICAST", "on")
     d = poison_(torch.empty(m, n, dtype=torch.bfloat16, device=cuda))
     with pytest.raises(ValueError, match="HOPPERKIT_FP8_GEMM_A_MULTICAST"):
