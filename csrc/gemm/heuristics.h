@@ -98,6 +98,18 @@ inline bool fp8_1d2d_a_multicast_fits(const Fp8Gemm1d2dConfig& config, int m, in
   return config.block_m == 256 && config.block_n == 128 && static_cast<long>(m_blocks) * n_blocks > 2L * num_sms;
 }
 
+// FP8 1d2d: M blocks per raster band of the tile scheduler (GemmProblem::band_m). A wave of G tiles
+// reads per K block about band·BLOCK_M rows of A and (G / band)·BLOCK_N rows of B, fewest near
+// band = sqrt(G·BLOCK_N / BLOCK_M): about 16 for the 128-row tiles, 8 for the 256-row ones, whose
+// 16-block bands span all of A at M = 4096. That pays where K is long, so that the panels a wave
+// reads dominate L2's traffic; at short K the D tiles stream through L2 as well and the whole-A
+// bands of 16 left less of A and B to be read again. PERF (H200, 256×128 with A multicast, ncu at
+// the locked clock, cycles and DRAM bytes read, bands of 16 / 8): 4096×7168×16384 1,100,092 /
+// 1,082,799 and 609 / 512 MB; 4096×4096×7168 286,979 / 284,609 and 149 / 114 MB; 32768×4096×7168
+// 2,227,108 / 2,225,745 and 1.25 / 0.93 GB; at K <= 2048 the same cycles (±0.6%) and 37-88% more
+// DRAM bytes with 8 (4096×24576×1536, 4096×7168×2048, 4096×32768×512, 32768×7168×2048).
+inline int fp8_1d2d_raster_band(int block_m, int k) { return block_m == 256 && k >= 4096 ? 8 : 16; }
+
 // FP8 1d2d: the compiled tile with the lowest modelled time (pick_tile_by_waves). Small tiles balance
 // the last wave better but feed the tensor cores less per byte of shared memory.
 // `m` is the row count of one problem; `groups` independent problems of that size share the grid

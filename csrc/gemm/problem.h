@@ -36,6 +36,9 @@ struct GemmProblem {
   // struct's padding, it shares the constant-cache line of the fields every kernel reads first:
   // the FP8 kernel reads it at entry.
   int split_in_cluster = 0;
+  // Raster bands of the tile scheduler, in M blocks (gemm/scheduler.cuh; the FP8 1d2d launcher
+  // sets it per tile and K, gemm/heuristics.h fp8_1d2d_raster_band).
+  int band_m = 16;
 };
 
 // Rows the scheduler walks for a BLOCK_M: the masked and k-grouped layouts tile every group's M

@@ -2,9 +2,9 @@
 //
 // CTA c of a grid of G CTAs processes linear tiles c, c + G, c + 2G, ... (static round robin: no
 // atomics, and every role of a CTA walks the same sequence without communicating). Linear ids are
-// rasterised in bands of kBandM M-blocks: consecutive ids sweep the band's M-blocks first, then
-// step along N, so one wave of CTAs touches kBandM A-panels and about G / kBandM B-panels, which
-// stay resident in L2 while the wave runs.
+// rasterised in bands of GemmProblem::band_m M-blocks: consecutive ids sweep the band's M-blocks
+// first, then step along N, so one wave of CTAs touches band_m A-panels and about G / band_m
+// B-panels, which stay resident in L2 while the wave runs.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +24,7 @@ namespace hopperkit::gemm {
 // blocks 2i and 2i + 1 of one M block, so that the two CTAs of a cluster, which take consecutive
 // units, load the same A; the rasterisation above then applies to those pairs. Needs an even number
 // of N blocks (the launcher checks).
-template <int kBlockM, int kBlockN, int kBandM = 16, bool kCompactMasked = false, int kPairN = 1>
+template <int kBlockM, int kBlockN, bool kCompactMasked = false, int kPairN = 1>
 struct TileScheduler {
   // Only the unit cursor is state: the grid's shape is recomputed from the kernel parameters
   // (constant bank) on use, so the math warpgroups keep one register live across the mainloop for it.
@@ -87,13 +87,14 @@ struct TileScheduler {
   }
 
  private:
-  // Tile `tile` of an m_blocks × n_blocks grid swept in bands of kBandM M blocks: M fastest within a
+  // Tile `tile` of an m_blocks × n_blocks grid swept in bands of band_m M blocks: M fastest within a
   // band, then N, then the next band.
-  __device__ __forceinline__ static void band_raster(int tile, int m_blocks, int n_blocks, int& m_block, int& n_block) {
-    const int band = tile / (kBandM * n_blocks);
-    const int first_m = band * kBandM;
-    const int band_rows = min(kBandM, m_blocks - first_m);
-    const int in_band = tile - band * kBandM * n_blocks;
+  __device__ __forceinline__ void band_raster(int tile, int m_blocks, int n_blocks, int& m_block, int& n_block) const {
+    const int band_m = p.band_m;
+    const int band = tile / (band_m * n_blocks);
+    const int first_m = band * band_m;
+    const int band_rows = min(band_m, m_blocks - first_m);
+    const int in_band = tile - band * band_m * n_blocks;
     m_block = first_m + in_band % band_rows;
     n_block = in_band / band_rows;
   }

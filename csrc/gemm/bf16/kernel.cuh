@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bf16_gemm_kernel(const __grid_
   // With PDL the previous kernel in the stream may still be writing A, B or C.
   pdl_wait_for_prerequisites();
 
-  TileScheduler<T::kBlockM, T::kBlockN, 16, T::kMasked> scheduler(p);
+  TileScheduler<T::kBlockM, T::kBlockN, T::kMasked> scheduler(p);
   const int num_k_blocks = (p.k + T::kBlockK - 1) / T::kBlockK;  // every tile's, but k-grouped ones
   PipelineState<T::kStages> st;
   int unit;

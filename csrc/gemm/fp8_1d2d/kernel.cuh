@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
   // With PDL the previous kernel (e.g. the activation cast) may still be writing A and its scales.
   pdl_wait_for_prerequisites();
 
-  TileScheduler<T::kBlockM, T::kBlockN, 16, T::kMasked, T::kClusterN> scheduler(p);
+  TileScheduler<T::kBlockM, T::kBlockN, T::kMasked, T::kClusterN> scheduler(p);
   const int num_k_blocks = (p.k + T::kBlockK - 1) / T::kBlockK;
   const int k_blocks_per_split = (num_k_blocks + p.k_splits - 1) / p.k_splits;
   PipelineState<T::kStages> st;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "common/launch.h"
+#include "gemm/heuristics.h"
 #include "gemm/fp8_1d2d/kernel.cuh"
 
 namespace hopperkit::gemm {
@@ -24,6 +25,7 @@ void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params_in, int num_sms, bool 
   using T = Fp8Gemm1d2dTraits<kBlockM, kBlockN, kClusterM, kOneBoxStaging, kMasked, kClusterN>;
   Fp8Gemm1d2dParams params = params_in;
   params.sched_rows = scheduled_rows(params, kBlockM);
+  params.band_m = fp8_1d2d_raster_band(kBlockM, params.k);
   const int m_blocks = (params.sched_rows + kBlockM - 1) / kBlockM;
   long tiles = static_cast<long>(m_blocks) * ((params.n + kBlockN - 1) / kBlockN) * params.k_splits;  // work units
   // Pairs must always find a partner tile in the same N block (see TileScheduler), and multicast
