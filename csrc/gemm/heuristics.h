@@ -109,7 +109,8 @@ inline bool fp8_1d2d_a_multicast_fits(const Fp8Gemm1d2dConfig& config, int m, in
 // 2,227,108 / 2,225,745 and 1.25 / 0.93 GB; at K <= 2048 the same cycles (±0.6%) and 37-88% more
 // DRAM bytes with 8 (4096×24576×1536, 4096×7168×2048, 4096×32768×512, 32768×7168×2048). The
 // cycle differences are within ncu's run-to-run spread (1,074,511 and 1,099,546 for 4096×7168×16384
-// in two later runs with bands of 8); the DRAM bytes are not.
+// in two later runs with bands of 8); the DRAM bytes are not. The band must stay even: B multicast
+// pairs consecutive M blocks of one band (TileScheduler).
 inline int fp8_1d2d_raster_band(int block_m, int k) { return block_m == 256 && k >= 4096 ? 8 : 16; }
 
 // FP8 1d2d: the compiled tile with the lowest modelled time (pick_tile_by_waves). Small tiles balance
