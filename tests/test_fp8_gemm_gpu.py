@@ -197,10 +197,13 @@ def test_1d2d_last_m_block_loads_only_its_rows(cuda, monkeypatch, m, n, k, confi
 # - 256×128 (grids of more than two waves: 264 tiles on 132 SMs): the tiles pair along N within
 #   every M block (TileScheduler kPairN), including a short last one (2200 rows: 152), a ragged last
 #   N block (4040: 72 columns), a 64-wide last K block (704), and an odd number of M blocks (9).
+#   Also a single M block shorter than the tile, whose A box holds only its rows (200; 100, a box
+#   of 104 rows), spread over 266 N blocks for more than two waves.
 # The same bits as without it (the same per-tile arithmetic), and the reference's result.
 A_MULTICAST_CASES = ([("64,64,1", m, n, k) for m in (1, 7, 33, 64)
                       for n, k in ((200, 320), (7168, 2048), (24576, 1536), (4096, 7168))]
-                     + [("256,128,1", m, n, k) for m, n, k in ((2304, 4096, 704), (2200, 4040, 512), (4096, 7168, 256))])
+                     + [("256,128,1", m, n, k) for m, n, k in ((2304, 4096, 704), (2200, 4040, 512), (4096, 7168, 256),
+                                                               (200, 34048, 256), (100, 34048, 384))])
 
 
 @pytest.mark.parametrize("config,m,n,k", A_MULTICAST_CASES,
