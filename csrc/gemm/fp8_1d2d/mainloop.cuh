@@ -178,15 +178,24 @@ __device__ __forceinline__ void promote(float (&total)[T::kBlockN / 2], const fl
 
 // Issues the 4 wgmmas (K = 32 each) of one 64-row wave of the stage's K block into `acc`, starting
 // from zero, and returns the wave's scales (read before the stage can be released) without waiting.
-// `wave_row`: the wave's first row within the tile.
+// `wave_row`: the wave's first row within the tile. Where the A scales are read is a per-tile
+// choice (traits.h kScalesAfterIssue).
 template <class T>
 __device__ __forceinline__ BlockScales issue_wave(typename T::SharedStorage& smem, const PipelineState<T::kStages>& st,
                                                   int wave_row, AccumulatorRows rows, float2 scale_b,
                                                   float (&acc)[T::kBlockN / 2]) {
   const float* sfa = smem.sfa[st.stage] + wave_row;
-  const float scale_a0 = sfa[rows.row0], scale_a1 = sfa[rows.row0 + 8];
+  float scale_a0, scale_a1;
+  if constexpr (!T::kScalesAfterIssue) {
+    scale_a0 = sfa[rows.row0];
+    scale_a1 = sfa[rows.row0 + 8];
+  }
   issue_fp8_k_block<T::kBlockN>(smem_desc_k_major_sw128(smem.a[st.stage] + wave_row * T::kBlockK),
                                 smem_desc_k_major_sw128(smem.b[st.stage]), acc);
+  if constexpr (T::kScalesAfterIssue) {
+    scale_a0 = sfa[rows.row0];
+    scale_a1 = sfa[rows.row0 + 8];
+  }
   return {scale_a0 * scale_b.x, scale_a1 * scale_b.x, scale_a0 * scale_b.y, scale_a1 * scale_b.y};
 }
 

@@ -68,6 +68,12 @@ struct Fp8Gemm1d2dTraits {
   static_assert(kWaves == 1 || kBlockN <= 128, "256-row tiles are at most 128 columns wide");
   static_assert(kMathWarpgroups < 3 || kBlockN <= 64, "192-row tiles are at most 64 columns wide");
   static constexpr int kMathThreads = 128 * kMathWarpgroups;
+  // Whether a wave reads its A scales from the stage after issuing its wgmmas rather than before:
+  // after where a warpgroup's wgmmas of one K block run at least 384 tensor cycles (256×128: two
+  // waves of 64×128; 128×192: one wave of 64×192), before on the smaller tiles. It only orders the
+  // source; ptxas still places the loads and the scale products among the wgmma issues. Measured
+  // per tile (README.md "Two-level accumulation").
+  static constexpr bool kScalesAfterIssue = kRowsPerWarpgroup * kBlockN >= 64 * 192;
   static constexpr int kThreads = kMathThreads + 128;  // + one producer warpgroup, the last one
 
   // Register budget (setmaxnreg, rule in common/warp_specialization.cuh). The producer needs a few
