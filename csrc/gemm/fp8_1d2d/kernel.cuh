@@ -5,7 +5,8 @@
 // |----------------------|---------|-----------|---------------------------------------------------|
 // | math 0 (.. math 2)   | 128 each| 240 / 232 | wgmma 64×BLOCK_N×32 per K step and 64-row wave,   |
 // | (1, 2 or 3 of them)  |         | / 152     | promotion, epilogue                               |
-// | producer (last)      | 128     | 40        | one thread issues every TMA load, one stores SFB  |
+// | producer (last)      | 128     | 40        | two threads issue the TMA loads of alternate      |
+// |                      |         |           | stages, one stores the B scales                   |
 //
 // With kClusterM = 2, CTA pairs take vertically adjacent tiles and rank 0 multicasts B to both; with
 // kClusterN = 2, horizontally adjacent tiles (one M block), and rank 0 multicasts A and its scales.
@@ -62,10 +63,17 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
 
   if (role == Fp8GemmRole::kProducer) {
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegisters>();
-    // Two producer threads in two warps, the stage's two arrivals: one issues the TMA loads, the
-    // other stores the B scales (produce_tile_scales_b says why).
-    const bool loads_tiles = threadIdx.x == T::kMathThreads;
-    if (loads_tiles || threadIdx.x == T::kMathThreads + 32) {
+    // Lane 0 of three producer warps (three SM sub-partitions): warps 0 and 2 issue the TMA loads
+    // of alternate stages, warp 1 stores the B scales of every stage (produce_tile_scales_b says
+    // why); a stage's two arrivals are its TMA thread's (with the byte count) and the scale
+    // thread's. One thread issuing every stage's loads (about 60 instructions a stage: the TMA
+    // operands go to uniform registers one by one) set the pace of the 128-row decode tiles,
+    // whose eight math warps take most of its sub-partition's issue slots (README.md "The
+    // producer's issue rate").
+    const int producer_warp = (threadIdx.x - T::kMathThreads) / 32;
+    const bool loads_tiles = producer_warp != 1;
+    StageTurns turns(producer_warp / 2);
+    if (threadIdx.x % 32 == 0 && producer_warp < 3) {
       while (scheduler.next(unit)) {
         int m_block, n_block;
         scheduler.blocks_of(unit, m_block, n_block);
@@ -74,7 +82,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
         const int kb_begin = scheduler.split_of(unit) * k_blocks_per_split;
         const int kb_end = min(num_k_blocks, kb_begin + k_blocks_per_split);
         if (loads_tiles) {
-          produce_tile<T>(p, smem, st, block, n_block, kb_begin, kb_end);
+          produce_tile<T>(p, smem, st, turns, block, n_block, kb_begin, kb_end);
         } else {
           produce_tile_scales_b<T>(p, smem, st, block.group, n_block, kb_begin, kb_end);
         }

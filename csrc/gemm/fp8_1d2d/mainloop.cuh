@@ -43,13 +43,29 @@ __device__ __forceinline__ float2 load_block_scales_b(const TileScalesB& sfb, in
   return {lo, T::kStraddlesScaleBlocks ? __ldg(sfb.hi + kb * sfb.stride_k) : lo};
 }
 
-// The K blocks [kb_begin, kb_end) of one tile: A [BLOCK_M × 128] (through `map_a`, whose box holds
-// the rows that `tx_bytes` counts), B [BLOCK_N × 128] and the A scales of the block (`map_sfa`).
+// Two TMA threads take turns through the stage ring, each loading every other stage (kernel.cuh
+// says why). Both walk the same sequence of K blocks; `next` is the sequence's parity.
+struct StageTurns {
+  int next;
+  int mine;
+  __device__ __forceinline__ explicit StageTurns(int turn) : next(0), mine(turn) {}
+  // Whether the coming stage is this thread's, and on to the next one.
+  __device__ __forceinline__ bool take() {
+    const bool ours = next == mine;
+    next ^= 1;
+    return ours;
+  }
+};
+
+// The K blocks [kb_begin, kb_end) of one tile that are this thread's turn: A [BLOCK_M × 128]
+// (through `map_a`, whose box holds the rows that `tx_bytes` counts), B [BLOCK_N × 128] and the A
+// scales of the block (`map_sfa`).
 template <class T>
 __device__ __forceinline__ void produce_k_blocks(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
-                                                 PipelineState<T::kStages>& st, const MBlockRows& rows, int n_block,
-                                                 int kb_begin, int kb_end, const CUtensorMap* map_a,
-                                                 const CUtensorMap* map_sfa, uint32_t tx_bytes) {
+                                                 PipelineState<T::kStages>& st, StageTurns& turns,
+                                                 const MBlockRows& rows, int n_block, int kb_begin, int kb_end,
+                                                 const CUtensorMap* map_a, const CUtensorMap* map_sfa,
+                                                 uint32_t tx_bytes) {
   // Grouped layouts read B (and, masked, A) through 3-D maps: a tile reaching past N or M_max
   // reads TMA's zeros, never the next group.
   const bool grouped_b = p.layout != GemmLayout::kNormal;
@@ -58,7 +74,8 @@ __device__ __forceinline__ void produce_k_blocks(const Fp8Gemm1d2dParams& p, typ
   const CacheHint b_hint = p.b_evict_first ? CacheHint::kEvictFirst : CacheHint::kEvictNormal;
   // Masked: SFA is viewed as [G·⌈K/128⌉, M_max], the group's K blocks are consecutive rows.
   const int sfa_row = rows.a_group * p.sfa_rows_per_group;
-  for (int kb = kb_begin; kb < kb_end; ++kb) {
+  for (int kb = kb_begin; kb < kb_end; ++kb, st.advance()) {
+    if (!turns.take()) continue;
     smem.barriers.producer_acquire(st, tx_bytes);
     uint64_t* full = smem.barriers.full_barrier(st);
     const int k0 = kb * T::kBlockK;
@@ -86,28 +103,27 @@ __device__ __forceinline__ void produce_k_blocks(const Fp8Gemm1d2dParams& p, typ
     } else {
       tma_load_2d(map_sfa, full, smem.sfa[st.stage], rows.a_row, sfa_row + kb);
     }
-    st.advance();
   }
 }
 
-// One elected producer thread streams the K blocks of every tile of this CTA through the stage
-// ring by TMA. A and its scales arrive as a_box_rows rows, or a_tail_rows in the M block where M
-// ends (see Fp8Gemm1d2dParams), B as a full tile. The two cases are two inlined copies of the loop,
-// each with its maps as constants: choosing the maps at run time kept two more pointers live in the
+// A TMA thread streams its turns of the K blocks of every tile of this CTA through the stage ring.
+// A and its scales arrive as a_box_rows rows, or a_tail_rows in the M block where M ends (see
+// Fp8Gemm1d2dParams), B as a full tile. The two cases are two inlined copies of the loop, each with
+// its maps as constants: choosing the maps at run time kept two more pointers live in the
 // producer's 40 registers, and the 128×192 kernels spilled.
 template <class T>
 __device__ __forceinline__ void produce_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
-                                             PipelineState<T::kStages>& st, const MBlockRows& rows, int n_block,
-                                             int kb_begin, int kb_end) {
+                                             PipelineState<T::kStages>& st, StageTurns& turns, const MBlockRows& rows,
+                                             int n_block, int kb_begin, int kb_end) {
   const uint32_t b_bytes = T::kBytesB;
   if constexpr (T::kMayLoadATail) {
     if (rows.a_row + T::kBlockM > p.m && p.a_tail_rows != 0) {
-      produce_k_blocks<T>(p, smem, st, rows, n_block, kb_begin, kb_end, &p.tma_a_tail, &p.tma_sfa_tail,
+      produce_k_blocks<T>(p, smem, st, turns, rows, n_block, kb_begin, kb_end, &p.tma_a_tail, &p.tma_sfa_tail,
                           p.a_tail_rows * (T::kBlockK + 4) + b_bytes);
       return;
     }
   }
-  produce_k_blocks<T>(p, smem, st, rows, n_block, kb_begin, kb_end, &p.tma_a, &p.tma_sfa,
+  produce_k_blocks<T>(p, smem, st, turns, rows, n_block, kb_begin, kb_end, &p.tma_a, &p.tma_sfa,
                       p.a_box_rows * (T::kBlockK + 4) + b_bytes);
 }
 
