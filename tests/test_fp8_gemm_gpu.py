@@ -71,6 +71,17 @@ def test_1d2d_matrix(cuda, m, n, k):
     _run_1d2d(cuda, m, n, k)
 
 
+# Clusters need two CTAs at once: with set_num_sms(1) the launch still runs one pair (256 rows: 256×128
+# tiles with A multicast; 512: B multicast pairs), and every tile is computed.
+@pytest.mark.parametrize("m,n,k", [(256, 7168, 2048), (512, 4096, 1024), (64, 2112, 7168)])
+def test_1d2d_on_one_sm(cuda, m, n, k):
+    hopperkit.set_num_sms(1)
+    try:
+        _run_1d2d(cuda, m, n, k, "one SM")
+    finally:
+        hopperkit.set_num_sms(None)
+
+
 # M not a multiple of the tile (100, 4097), N not a multiple of 128 (200; N % 8 == 0 as TMA needs for
 # BF16 rows), N narrower than one 64-column store box (8, 40), K not a multiple of 128 (320: a
 # 64-wide last K block), and their combinations.

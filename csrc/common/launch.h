@@ -32,6 +32,10 @@ LaunchConfig persistent_launch_config(long units, int num_sms, int cluster_x, bo
   LaunchConfig cfg;
   long grid = units < num_sms ? units : num_sms;
   grid -= grid % cluster_x;
+  // A cluster needs all its CTAs at once: with fewer SMs allowed than that (set_num_sms(1) and a
+  // pair cluster), one cluster runs rather than none. Every launch with clusters has at least one
+  // cluster's worth of units.
+  if (units > 0 && grid < cluster_x) grid = cluster_x;
   if (fewest_ctas && grid > 0) {
     const long rounds = (units + grid - 1) / grid;
     long fewest = (units + rounds - 1) / rounds;
