@@ -210,6 +210,22 @@ def test_dense_chunked_batch_matches_unchunked(monkeypatch):
     assert torch.equal(full[0], chunked[0]) and torch.equal(full[1], chunked[1])
 
 
+def test_dense_block_ids_outside_the_cache_read_as_zero_keys():
+    """Invalid input the value checks reject, with them off (a CUDA graph, a serving engine's kernel
+    path): a block id outside the cache inside a sequence never addresses memory; its keys read as
+    zeros, as the kernel's out-of-bounds TMA loads do."""
+    gen = torch.Generator().manual_seed(7)
+    k_cache = _rand((6, PAGE, 1, 576), torch.bfloat16, gen)
+    q = _rand((2, 1, 16, 576), torch.bfloat16, gen)
+    lens = torch.tensor([150, 100], dtype=torch.int32)
+    table = torch.tensor([[0, 6, 2], [-3, 4, GARBAGE_BLOCK]], dtype=torch.int32)
+    out, lse = flash_mla_with_kvcache(q, k_cache, table, lens, head_dim_v=512)
+    zero_block = torch.cat([k_cache, torch.zeros(1, PAGE, 1, 576, dtype=torch.bfloat16)])
+    expect_table = torch.tensor([[0, 6, 2], [6, 4, 0]], dtype=torch.int32)
+    expect_out, expect_lse = flash_mla_with_kvcache(q, zero_block, expect_table, lens, head_dim_v=512)
+    assert torch.equal(out, expect_out) and torch.equal(lse, expect_lse)
+
+
 def test_dense_rejects_bad_inputs():
     q, k_cache, block_table, seqlens = _dense_case(2, 1, 4, 2, [10, 20], torch.bfloat16, GARBAGE_BLOCK, seed=1)
     with pytest.raises(ValueError, match="^hopperkit: h_q"):

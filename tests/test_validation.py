@@ -70,11 +70,12 @@ class Ctx:
         b = (self.B, self.SFB) if b is None else b
         return hopperkit.fp8_gemm_nt(a, b, self.D if d is None else d, **kw)
 
-    def combine(self, ns=None):
+    def combine(self, ns=None, out=None, o_accum=None):
         rows = self.b + self.tsm.shape[0]
-        o = torch.randn(rows, 1, self.s_q * self.h_q, 512, device=self.dev)
+        o = torch.randn(rows, 1, self.s_q * self.h_q, 512, device=self.dev) if o_accum is None else o_accum
         lse = torch.randn(rows, 1, self.s_q * self.h_q, device=self.dev)
-        out = torch.empty(self.b, self.s_q, self.h_q, 512, dtype=torch.bfloat16, device=self.dev)
+        if out is None:
+            out = torch.empty(self.b, self.s_q, self.h_q, 512, dtype=torch.bfloat16, device=self.dev)
         lse_out = torch.empty(self.b, self.h_q, self.s_q, device=self.dev)
         return mla.mla_combine(o, lse, self.ns if ns is None else ns, out, lse_out)
 
@@ -123,6 +124,14 @@ CASES: list[tuple[str, Callable[[Ctx], object], type, str]] = [
     ("lazy_metadata_with_num_splits", lambda c: c.dense(tile_scheduler_metadata=hopperkit.get_mla_metadata()[0]),
      ValueError, "num_splits must be None"),
     ("softmax_scale_nan", lambda c: c.dense(softmax_scale=math.nan), TypeError, "softmax_scale"),
+    ("softmax_scale_past_float32", lambda c: c.dense(softmax_scale=1e300), ValueError, "softmax_scale"),
+    ("k_cache_no_blocks", lambda c: c.dense(k_cache=c.k_cache[:0]), ValueError, "k_cache"),
+    ("k_cache_no_kv_heads", lambda c: c.dense(k_cache=c.k_cache[:, :, :0]), ValueError, "k_cache"),
+    ("block_table_no_columns", lambda c: c.dense(block_table=c.block_table[:, :0],
+                                                 cache_seqlens=torch.zeros(3, dtype=torch.int32, device=c.dev)),
+     ValueError, "block_table"),
+    # The combine that follows the decode takes at most 131070 query rows per request.
+    ("q_too_many_rows", lambda c: c.dense(q=c.q[:, :1, :1].expand(3, 1025, 128, 576)), ValueError, "131070"),
     ("causal_not_bool", lambda c: c.dense(causal=1), TypeError, "causal"),
     ("sink_in_dense", lambda c: c.dense(attn_sink=c.sink), ValueError, "attn_sink"),
     # MLA sparse
@@ -144,6 +153,9 @@ CASES: list[tuple[str, Callable[[Ctx], object], type, str]] = [
     ("metadata_topk_without_heads_q", lambda c: hopperkit.get_mla_metadata(c.seqlens, 32, 1, topk=64), TypeError, "num_heads_q"),
     ("combine_num_splits_size", lambda c: c.combine(ns=c.ns[:-1]), ValueError, "num_splits"),
     ("combine_num_splits_values", lambda c: c.combine(ns=c.ns + 1000), ValueError, "num_splits"),
+    ("combine_out_overlaps_itself", lambda c: c.combine(out=torch.empty(1, c.s_q, c.h_q, 512, dtype=torch.bfloat16,
+                                                                        device=c.dev).expand(c.b, -1, -1, -1)),
+     ValueError, "out must be an output that does not overlap itself"),
     # GEMM
     ("fp8_a_not_fp8", lambda c: c.fp8(a=(c.A.bfloat16(), c.SFA)), TypeError, "a[0]"),
     ("fp8_a_not_pair", lambda c: c.fp8(a=c.A), TypeError, "a must be a pair"),
@@ -156,6 +168,23 @@ CASES: list[tuple[str, Callable[[Ctx], object], type, str]] = [
     ("fp8_a_mn_major", lambda c: c.fp8(a=(c.A.T.contiguous().T, c.SFA)), ValueError, "K-major"),
     ("fp8_recipe", lambda c: c.fp8(recipe=(1, 64, 128)), ValueError, "recipe"),
     ("fp8_b_rows_overlap", lambda c: c.fp8(b=(c.B.as_strided(c.B.shape, (16, 1)), c.SFB)), ValueError, "overlap"),
+    ("fp8_recipe_not_a_sequence", lambda c: c.fp8(recipe=128), ValueError, "recipe"),
+    ("fp8_n_not_multiple_of_8", lambda c: c.fp8(b=(c.B[:12], c.SFB), d=torch.empty(8, 12, dtype=torch.bfloat16, device=c.dev)[:1],
+                                                a=(c.A[:1], c.SFA[:1])), ValueError, "multiple of 8"),
+    ("fp8_nn_b_not_tensors", lambda c: hopperkit.fp8_gemm_nn((c.A, c.SFA), (1, 2), c.D), TypeError, "b[0]"),
+    ("bf16_nn_b_not_tensor", lambda c: hopperkit.bf16_gemm_nn(c.A.bfloat16(), [1], c.D), TypeError, "b must be"),
+    # Outputs are written while the inputs are still read: they share no memory with them.
+    ("bf16_d_is_a", lambda c: (lambda x: hopperkit.bf16_gemm_nt(x, torch.randn(64, 64, device=c.dev).bfloat16(), x))(
+        torch.randn(8, 64, device=c.dev).bfloat16()), ValueError, "d must be memory that a does not use"),
+    ("fp8_d_inside_b", lambda c: c.fp8(d=c.B.view(torch.bfloat16)[:8]), ValueError, "d must be memory that b[0] does not use"),
+    ("masked_d_is_a", lambda c: hopperkit.m_grouped_fp8_gemm_nt_masked(
+        (c.Am, c.SFAm), (c.GB, c.GSFB), c.Am.view(torch.bfloat16), c.masked_m, 32),
+     ValueError, "d must be memory that a[0] does not use"),
+    ("k_grouped_ks_tensor_a_list", lambda c: hopperkit.k_grouped_fp8_gemm_nt_contiguous(
+        (c.A, c.SFA[:, :2].contiguous()), (c.B, c.SFB1[:, :2].contiguous()), torch.zeros(2, 8, 128, device=c.dev), [128, 128],
+        [128, 128], c=torch.zeros(2, 8, 128, device=c.dev)), TypeError, "ks_tensor"),
+    ("masked_expected_m_huge", lambda c: hopperkit.m_grouped_fp8_gemm_nt_masked(
+        (c.Am, c.SFAm), (c.GB, c.GSFB), c.Dm, c.masked_m, 2**40), ValueError, "expected_m"),
     ("grouped_b_expanded", lambda c: hopperkit.m_grouped_fp8_gemm_nt_masked(
         (c.Am, c.SFAm), (c.GB[:1].expand(2, -1, -1), c.GSFB), c.Dm, c.masked_m, 32), ValueError, "overlap"),
     ("grouped_expert_id_too_large", lambda c: hopperkit.m_grouped_fp8_gemm_nt_contiguous(
@@ -223,6 +252,16 @@ CASES: list[tuple[str, Callable[[Ctx], object], type, str]] = [
 ]
 
 
+# Cases only the value checks catch (they read device data, which the kernel path skips by default):
+# with them off the call runs, and the kernels stay in bounds (clamped ids, masked counts).
+VALUE_CASES = {
+    "seqlen_beyond_block_table", "seqlen_negative", "block_id_out_of_range", "sparse_index_out_of_range",
+    "sparse_index_below_minus_one", "sparse_topk_length_range", "combine_num_splits_values",
+    "grouped_expert_id_too_large", "grouped_misaligned_segment", "masked_count_too_large",
+    "k_grouped_ks_tensor_mismatch",
+}
+
+
 def _devices():
     yield pytest.param("cpu", id="cpu")
     yield pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)
@@ -235,8 +274,33 @@ def ctx(request):
     hopperkit.set_check_values(None)
 
 
+@pytest.fixture(scope="module")
+def fast_ctx():
+    """A serving engine's setting: kernels with the value checks off, so the kernel-backed ops take
+    their host-cheap lanes, where the C++ op checks first and the Python checks name the argument."""
+    hopperkit.set_check_values(False)
+    yield Ctx(torch.device("cuda"))
+    hopperkit.set_check_values(None)
+
+
 def test_enough_cases():
     assert len(CASES) >= 30 and len({c[0] for c in CASES}) == len(CASES)
+    assert VALUE_CASES <= {c[0] for c in CASES}
+
+
+def test_value_cases_need_the_value_checks():
+    """Every case outside VALUE_CASES is caught by the structural checks alone."""
+    c = Ctx(torch.device("cpu"))
+    hopperkit.set_check_values(False)
+    try:
+        for name, call, exc, _ in CASES:
+            if name in VALUE_CASES:
+                call(c)
+            else:
+                with pytest.raises(exc):
+                    call(c)
+    finally:
+        hopperkit.set_check_values(None)
 
 
 @pytest.mark.parametrize("name,call,exc,text", CASES, ids=[c[0] for c in CASES])
@@ -265,3 +329,19 @@ def test_value_checks_off_skips_data_reads():
             c.dense(q=c.q.float())
     finally:
         hopperkit.set_check_values(None)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,call,exc,text", [c for c in CASES if c[0] not in VALUE_CASES],
+                         ids=[c[0] for c in CASES if c[0] not in VALUE_CASES])
+def test_bad_input_is_rejected_on_the_fast_lanes(fast_ctx, name, call, exc, text):
+    test_bad_input_is_rejected(fast_ctx, name, call, exc, text)
+
+
+@pytest.mark.gpu
+def test_combine_rejects_a_misaligned_accumulator(fast_ctx):
+    c = fast_ctx
+    rows = c.b + c.tsm.shape[0]
+    flat = torch.randn(rows * c.s_q * c.h_q * 512 + 1, device=c.dev)
+    with pytest.raises(ValueError, match="o_accum must be 16-byte aligned"):
+        c.combine(o_accum=flat[1:].view(rows, 1, c.s_q * c.h_q, 512))

@@ -1,11 +1,14 @@
 // Argument checks shared by the op implementations, and the host-side layout arithmetic they imply.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
@@ -21,6 +24,18 @@
 namespace hopperkit::ops {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The largest M, N or K the GEMM kernels take: their schedulers and launchers count tiles and K
+// blocks by ceil-divisions of 32-bit ints, by at most 256.
+inline constexpr int64_t kMaxGemmDim = INT32_MAX - 255;
+
+// The masked and k-grouped layouts tile every group's rows separately, so the scheduler walks G
+// groups of rows padded to the tile (gemm/problem.h scheduled_rows): that count must fit as well.
+inline void check_grouped_rows(int64_t groups, int64_t rows, const char* what) {
+  HK_CHECK_VALUE(groups * ceil_div(rows, 256) * 256 <= kMaxGemmDim, "G · ", what,
+                 " (the rows of every group, padded to 256) must be at most 2^31 - 256, got G = ", groups, ", ", what,
+                 " = ", rows);
+}
 
 // The value of a tuning knob (an environment variable) as comma-separated decimal integers. The
 // whole value must parse: anything else (a typo, a trailing character, a missing field) gives
@@ -188,6 +203,95 @@ inline void check_output_elements_disjoint(const at::Tensor& t, const char* name
                  t.strides(), " (an expand()-ed or as_strided view is not a valid output)");
 }
 
+// A tensor's bytes as `rows` runs of `width` bytes, `pitch` bytes apart (one run: rows == 1). Dims
+// that continue one another are merged; a tensor that is not a set of equally spaced runs (more than
+// two dims after merging, or no unit-stride dim) is described by its whole byte range.
+struct ByteRuns {
+  int64_t begin, width, pitch, rows;
+  int64_t end() const { return begin + (rows - 1) * pitch + width; }
+};
+// (stride, size) of the dims of size > 1, smallest stride first, in a fixed array: the checks run on
+// every call's host path, which allocates nothing. Returns their count.
+inline int sorted_strided_dims(const at::Tensor& t, std::array<std::pair<int64_t, int64_t>, 16>& dims) {
+  HK_CHECK_VALUE(t.dim() <= 16, "tensors of at most 16 dims, got ", t.dim());
+  int count = 0;
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    if (t.size(i) > 1) dims[count++] = {t.stride(i), t.size(i)};
+  }
+  std::sort(dims.begin(), dims.begin() + count);
+  return count;
+}
+
+inline ByteRuns byte_runs(const at::Tensor& t) {
+  const int64_t es = t.element_size();
+  const auto begin = static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr()));
+  if (t.numel() == 0) return {begin, 0, 0, 1};
+  std::array<std::pair<int64_t, int64_t>, 16> dims;
+  const int count = sorted_strided_dims(t, dims);
+  int merged = 0;  // dims that continue one another merged in place
+  for (int i = 0; i < count; ++i) {
+    if (merged > 0 && dims[merged - 1].first * dims[merged - 1].second == dims[i].first) {
+      dims[merged - 1].second *= dims[i].second;
+    } else {
+      dims[merged++] = dims[i];
+    }
+  }
+  if (merged == 0) return {begin, es, es, 1};
+  if (merged == 1) {  // one run, or single elements spaced alike (a column)
+    const auto [stride, size] = dims[0];
+    return stride == 1 ? ByteRuns{begin, size * es, size * es, 1} : ByteRuns{begin, es, stride * es, size};
+  }
+  if (dims[0].first == 1 && merged == 2) return {begin, dims[0].second * es, dims[1].first * es, dims[1].second};
+  int64_t last = 0;
+  for (int i = 0; i < merged; ++i) last += (dims[i].second - 1) * dims[i].first;
+  return {begin, (last + 1) * es, (last + 1) * es, 1};
+}
+
+// Whether two tensors share a byte. Exact where both are runs of one pitch (row-major views of one
+// buffer, column slices side by side included), otherwise whether their byte ranges intersect.
+inline bool share_memory(const at::Tensor& x_tensor, const at::Tensor& y_tensor) {
+  ByteRuns x = byte_runs(x_tensor), y = byte_runs(y_tensor);
+  if (x.width == 0 || y.width == 0 || x.end() <= y.begin || y.end() <= x.begin) return false;
+  if (x.rows == 1) x.pitch = y.pitch;
+  if (y.rows == 1) y.pitch = x.pitch;
+  if (x.pitch != y.pitch || x.width > x.pitch || y.width > y.pitch || x.pitch <= 0) return true;
+  // Row r of x is [x.begin + r·L, + x.width), row s of y [y.begin + s·L, + y.width): with k = s - r and
+  // delta = y.begin - x.begin they meet iff -y.width - delta < k·L < x.width - delta.
+  const int64_t pitch = x.pitch, delta = y.begin - x.begin;
+  const auto floor_div = [](int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); };
+  const int64_t k_lo = floor_div(-y.width - delta, pitch) + 1;
+  const int64_t k_hi = -floor_div(-(x.width - delta), pitch) - 1;  // ceil((x.width - delta) / L) - 1
+  return std::max(k_lo, -(x.rows - 1)) <= std::min(k_hi, y.rows - 1);
+}
+
+// An output of a GEMM is written while its inputs are still being read (by other CTAs, and by the
+// 1d1d and BF16 ops' copy of a separate C into D before the launch): it must share no byte with them.
+inline void check_output_disjoint(const at::Tensor& d, const char* d_name, const at::Tensor& x, const char* x_name) {
+  HK_CHECK_VALUE(!share_memory(d, x), d_name, " must not share memory with ", x_name, " (the kernel writes ", d_name,
+                 " while it still reads ", x_name, "), got ", d_name, " of shape ", d.sizes(), " strides ", d.strides(),
+                 " overlapping ", x_name, " of shape ", x.sizes(), " strides ", x.strides());
+}
+
+inline void check_d_apart(const at::Tensor& d, std::initializer_list<std::pair<const at::Tensor*, const char*>> inputs) {
+  for (const auto& [x, name] : inputs) check_output_disjoint(d, "d", *x, name);
+}
+
+// Every element of an output written one element per thread (the MLA combine's out and lse) has its
+// own address: taken from the smallest stride up, each stride steps past everything the smaller
+// ones span. Sufficient, and what every dense or padded view satisfies; an expand()-ed or as_strided
+// view that repeats elements fails it.
+inline void check_output_no_self_overlap(const at::Tensor& t, const char* name) {
+  std::array<std::pair<int64_t, int64_t>, 16> dims;
+  const int count = sorted_strided_dims(t, dims);
+  int64_t span = 0;
+  for (int i = 0; i < count; ++i) {
+    const auto [stride, size] = dims[i];
+    HK_CHECK_VALUE(stride > span, name, " must be an output that does not overlap itself (an expand()-ed or ",
+                   "as_strided view repeats elements), got shape ", t.sizes(), " strides ", t.strides());
+    span += (size - 1) * stride;
+  }
+}
+
 // C of D = C + A·Bᵀ is either D itself (same address and strides: accumulate in place) or shares no
 // byte with D. The epilogues read C(r, c) and write D(r, c) from one thread, and the 1d1d op copies a
 // separate C into D before the kernel accumulates; a C that partly overlaps D would be read after
@@ -197,18 +301,15 @@ inline void check_output_elements_disjoint(const at::Tensor& t, const char* name
 // C is D; callers have checked that C and D have the same shape.
 inline bool c_is_d(const at::Tensor& c, const at::Tensor& d) {
   if (c.data_ptr() == d.data_ptr() && c.strides() == d.strides()) return true;
-  const auto byte_range = [](const at::Tensor& t) {
-    const auto begin = reinterpret_cast<uintptr_t>(t.data_ptr());
-    if (t.numel() == 0) return std::pair<uintptr_t, uintptr_t>(begin, begin);
-    int64_t last = 0;
-    for (int64_t i = 0; i < t.dim(); ++i) last += (t.size(i) - 1) * t.stride(i);
-    return std::pair<uintptr_t, uintptr_t>(begin, begin + static_cast<uintptr_t>((last + 1) * t.element_size()));
+  const auto range = [](const at::Tensor& t) {
+    ByteRuns r = byte_runs(t);
+    return std::pair<int64_t, int64_t>(r.begin, r.end());
   };
-  const auto [c_begin, c_end] = byte_range(c);
-  const auto [d_begin, d_end] = byte_range(d);
+  const auto [c_begin, c_end] = range(c);
+  const auto [d_begin, d_end] = range(d);
   HK_CHECK_VALUE(c_end <= d_begin || d_end <= c_begin,
                  "c must be d itself (same address and strides) or share no memory with d, got c with strides ",
-                 c.strides(), " overlapping d (strides ", d.strides(), ", ", static_cast<int64_t>(c_begin - d_begin),
+                 c.strides(), " overlapping d (strides ", d.strides(), ", ", c_begin - d_begin,
                  " bytes apart): the kernel reads C(r, c) and writes D(r, c) in one thread, so a partly overlapping C "
                  "would be read after it was overwritten");
   return false;

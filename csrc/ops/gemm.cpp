@@ -119,15 +119,17 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
   const int64_t m = a.size(0), k = a.size(1), n = b.size(0);
   const int64_t k_blocks = (k + 127) / 128;
   HK_CHECK_VALUE(b.size(1) == k, "b must be [N, ", k, "], got ", b.sizes());
-  HK_CHECK_VALUE(m >= 1 && n >= 1 && k >= 1 && m < INT32_MAX && n < INT32_MAX && k < INT32_MAX,
-                 "M, N, K must be in [1, 2^31), got ", m, ", ", n, ", ", k);
-  HK_CHECK_VALUE(n % 8 == 0, "N must be a multiple of 8, got ", n);
+  HK_CHECK_VALUE(m >= 1 && n >= 1 && k >= 1 && m <= kMaxGemmDim && n <= kMaxGemmDim && k <= kMaxGemmDim,
+                 "M, N, K must be in [1, 2^31 - 256], got ", m, ", ", n, ", ", k);
+  HK_CHECK_VALUE(n % 8 == 0, "N (the rows of b, the columns of d) must be a multiple of 8: d's rows are stored by TMA ",
+                 "in 16-byte pieces; got ", n);
   check_sfa_2d(sfa, m, k_blocks);
   check_cuda_tensor(sfb, "sfb", at::kFloat);
   HK_CHECK_VALUE(sfb.dim() == 2 && sfb.size(0) == (n + 127) / 128 && sfb.size(1) == k_blocks, "sfb must be [",
                  (n + 127) / 128, ", ", k_blocks, "], got ", sfb.sizes());
   check_d_2d(d, m, n);
   for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&sfa, &b, &sfb, &d}) check_same_device(*t, a, "all tensors", "a");
+  check_d_apart(d, {{&a, "a"}, {&sfa, "sfa"}, {&b, "b"}, {&sfb, "sfb"}});
   check_num_sms(num_sms);
   check_sm90(a);
   c10::cuda::CUDAGuard guard(a.device());
@@ -189,7 +191,7 @@ void check_grouped_b(const at::Tensor& b, const at::Tensor& sfb, const at::Tenso
                  " strides ", b.strides());
   check_fp8_3d_no_overlap(b, "b");
   const int64_t g = b.size(0), n = b.size(1);
-  HK_CHECK_VALUE(g >= 1 && g < 65536 && n >= 1 && n < INT32_MAX && n % 8 == 0, "b must have 1..65535 groups and N a positive multiple of 8, got ",
+  HK_CHECK_VALUE(g >= 1 && g < 65536 && n >= 1 && n <= kMaxGemmDim && n % 8 == 0, "b must have 1..65535 groups and N a positive multiple of 8 (d's rows are stored by TMA in 16-byte pieces), got ",
                  b.sizes());
   check_cuda_tensor(sfb, "sfb", at::kFloat);
   HK_CHECK_VALUE(sfb.dim() == 3 && sfb.size(0) == g && sfb.size(1) == (n + 127) / 128 && sfb.size(2) == (k + 127) / 128,
@@ -223,13 +225,14 @@ void m_grouped_fp8_gemm_nt_contiguous_1d2d(const at::Tensor& a, const at::Tensor
   const int64_t k_blocks = (k + 127) / 128;
   check_grouped_b(b, sfb, a, k);
   const int64_t g = b.size(0), n = b.size(1);
-  HK_CHECK_VALUE(m >= 1 && m < INT32_MAX && k >= 1 && k < INT32_MAX, "M and K must be in [1, 2^31), got ", m, ", ", k);
+  HK_CHECK_VALUE(m >= 1 && m <= kMaxGemmDim && k >= 1 && k <= kMaxGemmDim, "M and K must be in [1, 2^31 - 256], got ", m, ", ", k);
   check_sfa_2d(sfa, m, k_blocks);
   check_d_2d(d, m, n);
   check_cuda_tensor(m_indices, "m_indices", at::kInt);
   HK_CHECK_VALUE(m_indices.dim() == 1 && m_indices.size(0) == m && m_indices.is_contiguous(),
                  "m_indices must be contiguous [", m, "] (one expert id per row of a), got ", m_indices.sizes());
   for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&sfa, &d, &m_indices}) check_same_device(*t, a, "all tensors", "a");
+  check_d_apart(d, {{&a, "a"}, {&sfa, "sfa"}, {&b, "b"}, {&sfb, "sfb"}, {&m_indices, "m_indices"}});
   check_num_sms(num_sms);
   check_sm90(a);
   c10::cuda::CUDAGuard guard(a.device());
@@ -267,10 +270,11 @@ void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sf
   check_fp8_3d_no_overlap(a, "a");
   const int64_t g = a.size(0), m_max = a.size(1), k = a.size(2);
   const int64_t k_blocks = (k + 127) / 128;
-  HK_CHECK_VALUE(m_max >= 1 && m_max < INT32_MAX && k >= 1 && k < INT32_MAX, "M_max and K must be in [1, 2^31), got ",
+  HK_CHECK_VALUE(m_max >= 1 && m_max <= kMaxGemmDim && k >= 1 && k <= kMaxGemmDim, "M_max and K must be in [1, 2^31 - 256], got ",
                  m_max, ", ", k);
   check_grouped_b(b, sfb, a, k);
   HK_CHECK_VALUE(b.size(0) == g, "b must have ", g, " groups like a, got ", b.size(0));
+  check_grouped_rows(g, m_max, "M_max");
   const int64_t n = b.size(1);
   check_cuda_tensor(sfa, "sfa", at::kFloat);
   const int64_t sfa_ld = (m_max + 3) / 4 * 4;
@@ -292,6 +296,7 @@ void m_grouped_fp8_gemm_nt_masked_1d2d(const at::Tensor& a, const at::Tensor& sf
                  g, "], got ", masked_m.sizes());
   HK_CHECK_VALUE(expected_m >= 1, "expected_m must be positive, got ", expected_m);
   for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&sfa, &d, &masked_m}) check_same_device(*t, a, "all tensors", "a");
+  check_d_apart(d, {{&a, "a"}, {&sfa, "sfa"}, {&b, "b"}, {&sfb, "sfb"}, {&masked_m, "masked_m"}});
   check_num_sms(num_sms);
   check_sm90(a);
   c10::cuda::CUDAGuard guard(a.device());

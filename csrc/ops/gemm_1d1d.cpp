@@ -42,6 +42,13 @@ void check_f32_output(const at::Tensor& t, const char* name, at::IntArrayRef sha
   check_same_device(t, a, name, "a");
 }
 
+// D is stored and reduce-added by TMA, which clips a box at 16-byte granularity along a row (the
+// BF16 op's set_tma_store says what a test saw): N a multiple of 4 floats keeps every write inside
+// D's rows. The Python API takes other N to the reference path.
+void check_store_cols(int64_t n) {
+  HK_CHECK_VALUE(n % 4 == 0, "N must be a multiple of 4 (16-byte rows of the FP32 D that TMA stores), got ", n);
+}
+
 // D [G, M, N] f32 as a 3-D map (G = 1 for the dense GEMM), box [1, 64, 32] with the 128B swizzle: the
 // staging layout of the epilogue (one 64-row × 32-column chunk per TMA store).
 CUtensorMap d_map(const at::Tensor& d, int64_t g, int64_t m, int64_t n, int64_t row_stride, int64_t group_stride) {
@@ -71,7 +78,7 @@ void fp8_gemm_nt_1d1d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
   HK_CHECK_VALUE(b.size(1) == a.size(1), "b must be [N, ", a.size(1), "] (K of a), got ", b.sizes());
   const int64_t m = a.size(0), k = a.size(1), n = b.size(0);
   const int64_t kb = (k + kBlockK - 1) / kBlockK;
-  HK_CHECK_VALUE(m < INT32_MAX && n < INT32_MAX && k < INT32_MAX, "M, N, K must be below 2^31, got ", m, ", ", n, ", ",
+  HK_CHECK_VALUE(m <= kMaxGemmDim && n <= kMaxGemmDim && k <= kMaxGemmDim, "M, N, K must be at most 2^31 - 256, got ", m, ", ", n, ", ",
                  k);
   check_same_device(b, a, "b", "a");
   check_mn_major_scales(sfa, "sfa", m, kb, a);
@@ -79,6 +86,8 @@ void fp8_gemm_nt_1d1d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
   check_f32_output(d, "d", {m, n}, a);
   check_output_elements_disjoint(d, "d");
   if (c.has_value()) check_f32_output(*c, "c", {m, n}, a);
+  check_d_apart(d, {{&a, "a"}, {&sfa, "sfa"}, {&b, "b"}, {&sfb, "sfb"}});
+  check_store_cols(n);
   check_num_sms(num_sms);
   if (m == 0 || n == 0) return;
   c10::cuda::CUDAGuard guard(a.device());
@@ -118,8 +127,9 @@ void k_grouped_fp8_gemm_nt_contiguous_1d1d(const at::Tensor& a, const at::Tensor
   const int64_t g = d.size(0), m = d.size(1), n = d.size(2);
   const int64_t sum_k = check_k_group_sizes(ks, ks_tensor, g, d, "d");
   const int64_t kb_total = sum_k / kBlockK;
-  HK_CHECK_VALUE(g < INT32_MAX && m < INT32_MAX && n < INT32_MAX && kb_total < INT32_MAX,
-                 "G, M, N and Σks/128 must be below 2^31, got ", g, ", ", m, ", ", n, ", ", kb_total);
+  HK_CHECK_VALUE(g <= kMaxGemmDim && m <= kMaxGemmDim && n <= kMaxGemmDim && kb_total <= kMaxGemmDim,
+                 "G, M, N and Σks/128 must be at most 2^31 - 256, got ", g, ", ", m, ", ", n, ", ", kb_total);
+  check_grouped_rows(g, m, "M");
   check_cuda_tensor(a, "a", at::kFloat8_e4m3fn);
   check_cuda_tensor(b, "b", at::kFloat8_e4m3fn);
   HK_CHECK_VALUE(a.is_contiguous() && a.numel() == m * sum_k, "a must be a contiguous FP8 buffer of M·Σks = ",
@@ -134,6 +144,8 @@ void k_grouped_fp8_gemm_nt_contiguous_1d1d(const at::Tensor& a, const at::Tensor
   check_f32_output(d, "d", {g, m, n}, a);
   check_output_elements_disjoint(d, "d");
   if (c.has_value()) check_f32_output(*c, "c", {g, m, n}, a);
+  check_d_apart(d, {{&a, "a"}, {&sfa, "sfa"}, {&b, "b"}, {&sfb, "sfb"}, {&ks_tensor, "ks_tensor"}});
+  check_store_cols(n);
   check_num_sms(num_sms);
   if (g == 0 || m == 0 || n == 0) return;
   c10::cuda::CUDAGuard guard(a.device());

@@ -240,7 +240,7 @@ void bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, const st
   const gemm::OperandMajor major_b = check_dense_operand(b, "b");
   const int64_t m = a.size(0), k = a.size(1), n = b.size(0);
   HK_CHECK_VALUE(b.size(1) == k, "b must be [N, ", k, "], got ", b.sizes());
-  HK_CHECK_VALUE(m < INT32_MAX && n < INT32_MAX && k < INT32_MAX, "M, N, K must be below 2^31, got ", m, ", ", n, ", ",
+  HK_CHECK_VALUE(m <= kMaxGemmDim && n <= kMaxGemmDim && k <= kMaxGemmDim, "M, N, K must be at most 2^31 - 256, got ", m, ", ", n, ", ",
                  k);
   check_output(d, "d", {m, n});
   check_output_elements_disjoint(d, "d");
@@ -252,6 +252,7 @@ void bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, const st
   }
   check_same_device(b, a, "b", "a");
   check_same_device(d, a, "d", "a");
+  check_d_apart(d, {{&a, "a"}, {&b, "b"}});
   check_common(a, num_sms);
   c10::cuda::CUDAGuard guard(a.device());
   if (m == 0 || n == 0) return;
@@ -310,8 +311,8 @@ void m_grouped_bf16_gemm_nt_contiguous(const at::Tensor& a, const at::Tensor& b,
   check_grouped_operand(b, "b");
   const int64_t m = a.size(0), k = a.size(1), g = b.size(0), n = b.size(1);
   HK_CHECK_VALUE(b.size(2) == k, "b must be [G, N, ", k, "], got ", b.sizes());
-  HK_CHECK_VALUE(m < INT32_MAX && n < INT32_MAX && k < INT32_MAX && g < 65536,
-                 "M, N, K must be below 2^31 and G below 65536, got ", m, ", ", n, ", ", k, ", ", g);
+  HK_CHECK_VALUE(m <= kMaxGemmDim && n <= kMaxGemmDim && k <= kMaxGemmDim && g < 65536,
+                 "M, N, K must be at most 2^31 - 256 and G below 65536, got ", m, ", ", n, ", ", k, ", ", g);
   check_output(d, "d", {m, n});
   check_output_elements_disjoint(d, "d");
   HK_CHECK_TYPE(d.scalar_type() == at::kBFloat16, "d must be bfloat16, got ", d.scalar_type());
@@ -319,6 +320,7 @@ void m_grouped_bf16_gemm_nt_contiguous(const at::Tensor& a, const at::Tensor& b,
   HK_CHECK_VALUE(m_indices.dim() == 1 && m_indices.size(0) == m && m_indices.is_contiguous(),
                  "m_indices must be contiguous [", m, "] (one expert id per row of a), got ", m_indices.sizes());
   for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&b, &d, &m_indices}) check_same_device(*t, a, "all tensors", "a");
+  check_d_apart(d, {{&a, "a"}, {&b, "b"}, {&m_indices, "m_indices"}});
   check_common(a, num_sms);
   c10::cuda::CUDAGuard guard(a.device());
   if (m == 0 || n == 0) return;
@@ -350,8 +352,9 @@ void m_grouped_bf16_gemm_nt_masked(const at::Tensor& a, const at::Tensor& b, at:
   check_grouped_operand(b, "b");
   const int64_t g = a.size(0), m_max = a.size(1), k = a.size(2), n = b.size(1);
   HK_CHECK_VALUE(b.size(0) == g && b.size(2) == k, "b must be [", g, ", N, ", k, "], got ", b.sizes());
-  HK_CHECK_VALUE(m_max < INT32_MAX && n < INT32_MAX && k < INT32_MAX && g < 65536,
-                 "M_max, N, K must be below 2^31 and G below 65536, got ", m_max, ", ", n, ", ", k, ", ", g);
+  HK_CHECK_VALUE(m_max <= kMaxGemmDim && n <= kMaxGemmDim && k <= kMaxGemmDim && g < 65536,
+                 "M_max, N, K must be at most 2^31 - 256 and G below 65536, got ", m_max, ", ", n, ", ", k, ", ", g);
+  check_grouped_rows(g, m_max, "M_max");
   check_output(d, "d", {g, m_max, n});
   check_output_elements_disjoint(d, "d");
   HK_CHECK_TYPE(d.scalar_type() == at::kBFloat16, "d must be bfloat16, got ", d.scalar_type());
@@ -360,6 +363,7 @@ void m_grouped_bf16_gemm_nt_masked(const at::Tensor& a, const at::Tensor& b, at:
                  "masked_m must be contiguous [", g, "], got ", masked_m.sizes());
   HK_CHECK_VALUE(expected_m >= 1, "expected_m must be positive, got ", expected_m);
   for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&b, &d, &masked_m}) check_same_device(*t, a, "all tensors", "a");
+  check_d_apart(d, {{&a, "a"}, {&b, "b"}, {&masked_m, "masked_m"}});
   check_common(a, num_sms);
   c10::cuda::CUDAGuard guard(a.device());
   if (d.numel() == 0) return;
@@ -395,8 +399,9 @@ void k_grouped_bf16_gemm_tn_contiguous(const at::Tensor& a, const at::Tensor& b,
   HK_CHECK_VALUE(d.dim() == 3, "d must be float32 [G, M, N], got shape ", d.sizes());
   const int64_t g = d.size(0), m = d.size(1), n = d.size(2);
   const int64_t sum_k = check_k_group_sizes(ks, ks_tensor, g, d, "d");
-  HK_CHECK_VALUE(g < 65536 && m < INT32_MAX && n < INT32_MAX && sum_k < INT32_MAX,
-                 "G must be below 65536 and M, N, Σks below 2^31, got ", g, ", ", m, ", ", n, ", ", sum_k);
+  HK_CHECK_VALUE(g < 65536 && m <= kMaxGemmDim && n <= kMaxGemmDim && sum_k <= kMaxGemmDim,
+                 "G must be below 65536 and M, N, Σks at most 2^31 - 256, got ", g, ", ", m, ", ", n, ", ", sum_k);
+  check_grouped_rows(g, m, "M");
   // A [ΣK, M] and B [ΣK, N] with rows contiguous: MN-major operands of the GEMM (the "t" of tn).
   const auto check_k_rows_operand = [&](const at::Tensor& x, const char* name, int64_t cols) {
     check_cuda_tensor(x, name, at::kBFloat16);
@@ -417,6 +422,7 @@ void k_grouped_bf16_gemm_tn_contiguous(const at::Tensor& a, const at::Tensor& b,
     HK_CHECK_TYPE(c->scalar_type() == at::kFloat, "c must be float32, got ", c->scalar_type());
     check_same_device(*c, d, "c", "d");
   }
+  check_d_apart(d, {{&a, "a"}, {&b, "b"}, {&ks_tensor, "ks_tensor"}});
   check_num_sms(num_sms);
   if (g == 0 || m == 0 || n == 0) return;
   c10::cuda::CUDAGuard guard(d.device());

@@ -99,6 +99,10 @@ void mla_combine(const at::Tensor& o_accum, const at::Tensor& lse_accum, const a
   HK_CHECK_VALUE(lse_accum.size(2) == s_q * (h_q / h_k), "lse_accum must be [rows, ", h_k, ", ", s_q * (h_q / h_k),
                  "], got ", lse_accum.sizes());
   HK_CHECK_VALUE(rows >= 1 && rows < (int64_t{1} << 31), "lse_accum needs 1 to 2^31-1 rows, got ", rows);
+  HK_CHECK_VALUE(reinterpret_cast<uintptr_t>(o_accum.data_ptr()) % 16 == 0,
+                 "o_accum must be 16-byte aligned (it is read in 16-byte vectors)");
+  check_output_no_self_overlap(out, "out");
+  check_output_no_self_overlap(lse, "lse");
   HK_CHECK_VALUE(o_accum.is_contiguous() && o_accum.dim() == 4 && o_accum.size(0) == rows && o_accum.size(1) == h_k &&
                      o_accum.size(2) == lse_accum.size(2) && o_accum.size(3) == mla::kCombineHeadDimV,
                  "o_accum must be contiguous [", rows, ", ", h_k, ", ", lse_accum.size(2), ", ", mla::kCombineHeadDimV,
@@ -160,9 +164,11 @@ std::tuple<at::Tensor, at::Tensor> mla_dense_decode(const at::Tensor& q, const a
   HK_CHECK_VALUE(aligned_16b(k_cache), "k_cache needs 16-byte alignment and strides that are multiples of 8 elements, got strides ",
                  k_cache.strides());
   const int64_t num_blocks = k_cache.size(0), h_k = k_cache.size(2);
-  HK_CHECK_VALUE(num_blocks >= 1 && h_k >= 1 && h_q % h_k == 0, "h_q (", h_q, ") must be a multiple of h_k (", h_k, ")");
-  HK_CHECK_VALUE(block_table.dim() == 2 && block_table.size(0) == batch && block_table.stride(1) == 1 &&
-                     block_table.size(1) >= 1,
+  HK_CHECK_VALUE(num_blocks >= 1 && h_k >= 1, "k_cache must hold at least one block and one KV head, got ",
+                 k_cache.sizes());
+  HK_CHECK_VALUE(h_q % h_k == 0, "h_q (", h_q, ") must be a multiple of h_k (", h_k, ")");
+  HK_CHECK_VALUE(block_table.dim() == 2 && block_table.size(0) == batch &&
+                     (block_table.stride(1) == 1 || block_table.size(1) == 1) && block_table.size(1) >= 1,
                  "block_table must be [", batch, ", max_blocks] with a contiguous last dim, got ", block_table.sizes());
   HK_CHECK_VALUE(cache_seqlens.dim() == 1 && cache_seqlens.size(0) == batch && cache_seqlens.is_contiguous(),
                  "cache_seqlens must be contiguous [", batch, "], got ", cache_seqlens.sizes());
@@ -180,6 +186,10 @@ std::tuple<at::Tensor, at::Tensor> mla_dense_decode(const at::Tensor& q, const a
   const int64_t parts = tile_scheduler_metadata.size(0);
   HK_CHECK_VALUE(m_tiles <= 65535 && h_k <= 65535 && parts <= 65535 && batch < (int64_t{1} << 24),
                  "decode grid too large: ", m_tiles, " query tiles × ", h_k, " KV heads × ", parts, " partitions");
+  // The combine that follows puts a request's query rows on grid.y (checked here, before the decode
+  // kernel runs, with the bound mla_combine applies).
+  HK_CHECK_VALUE((h_q * s_q * 4 + 7) / 8 <= 65535, "q holds ", s_q * h_q,
+                 " query rows per request (s_q * h_q); the combine grid takes at most 131070");
   check_sm90(q);
   c10::cuda::CUDAGuard guard(q.device());
 

@@ -5,9 +5,21 @@
 #include <Python.h>
 #include <torch/library.h>
 
+#include "ops/checks.h"
 #include "ops/ops.h"
 
-TORCH_LIBRARY(hopperkit, m) { m.def("build_info() -> str", &hopperkit::ops::build_info); }
+namespace {
+
+bool share_memory_op(const at::Tensor& x, const at::Tensor& y) { return hopperkit::ops::share_memory(x, y); }
+
+}  // namespace
+
+TORCH_LIBRARY(hopperkit, m) {
+  m.def("build_info() -> str", &hopperkit::ops::build_info);
+  // The GEMM ops' aliasing check (ops/checks.h share_memory), for tensors on any device: it reads
+  // only addresses, sizes and strides, so the tests hold it to the Python one on the CPU.
+  m.def("_share_memory(Tensor x, Tensor y) -> bool", &share_memory_op);
+}
 
 // `import hopperkit._C` runs the registrations above. The module itself is empty and uses only the
 // limited API, so one abi3 build loads into every CPython that torch supports.

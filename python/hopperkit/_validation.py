@@ -114,3 +114,69 @@ def check_same_device(names_and_tensors: Iterable[tuple[str, Optional[torch.Tens
         if t.device != first.device:
             raise ValueError(f"hopperkit: {n} is on {t.device} but {first_name} is on {first.device}; all inputs must share a device")
     return first.device
+
+
+def check_no_self_overlap(name: str, t: torch.Tensor) -> None:
+    """An output tensor whose elements are written by separate threads must not alias itself. Taken
+    dimension by dimension from the smallest stride, each stride must step past everything the
+    smaller ones span (sufficient, and what every dense or padded view satisfies); an expand()-ed or
+    as_strided view that repeats elements fails it."""
+    span = 0
+    for size, stride in sorted(((n, abs(st)) for n, st in zip(t.shape, t.stride()) if n > 1), key=lambda x: x[1]):
+        if stride <= span:
+            fail(name, "an output that does not overlap itself (an expand()-ed or as_strided view repeats elements)",
+                 f"shape {tuple(t.shape)} strides {t.stride()}")
+        span += (size - 1) * stride
+
+
+def _byte_runs(t: torch.Tensor) -> tuple[int, int, int, int]:
+    """``t``'s bytes as (begin, width, pitch, rows): ``rows`` runs of ``width`` bytes, ``pitch`` apart.
+    Dims that continue one another are merged; a tensor that is not a set of equally spaced runs is
+    described by its whole byte range. The same arithmetic as ``ops/checks.h`` ``byte_runs``."""
+    es, begin = t.element_size(), t.data_ptr()
+    if t.numel() == 0:
+        return begin, 0, 0, 1
+    merged: list[list[int]] = []
+    for stride, size in sorted((st, n) for n, st in zip(t.shape, t.stride()) if n > 1):
+        if merged and merged[-1][0] * merged[-1][1] == stride:
+            merged[-1][1] *= size
+        else:
+            merged.append([stride, size])
+    if not merged:
+        return begin, es, es, 1
+    if len(merged) == 1:  # one run, or single elements spaced alike (a column)
+        stride, size = merged[0]
+        return (begin, size * es, size * es, 1) if stride == 1 else (begin, es, stride * es, size)
+    if merged[0][0] == 1 and len(merged) == 2:
+        return begin, merged[0][1] * es, merged[1][0] * es, merged[1][1]
+    extent = (sum((size - 1) * stride for stride, size in merged) + 1) * es
+    return begin, extent, extent, 1
+
+
+def share_memory(x: torch.Tensor, y: torch.Tensor) -> bool:
+    """Whether two tensors share a byte: exact where both are runs of one pitch (row-major views of one
+    buffer, column slices side by side included), otherwise whether their byte ranges intersect."""
+    xb, xw, xp, xr = _byte_runs(x)
+    yb, yw, yp, yr = _byte_runs(y)
+    if xw == 0 or yw == 0 or xb + (xr - 1) * xp + xw <= yb or yb + (yr - 1) * yp + yw <= xb:
+        return False
+    if xr == 1:
+        xp = yp
+    if yr == 1:
+        yp = xp
+    if xp != yp or xw > xp or yw > yp or xp <= 0:
+        return True
+    # Row r of x and row s of y meet iff, with k = s - r, -yw - delta < k * pitch < xw - delta.
+    delta = yb - xb
+    k_lo = (-yw - delta) // xp + 1
+    k_hi = -((delta - xw) // xp) - 1
+    return max(k_lo, -(xr - 1)) <= min(k_hi, yr - 1)
+
+
+def check_output_disjoint(d_name: str, d: torch.Tensor, inputs: Iterable[tuple[str, Optional[torch.Tensor]]]) -> None:
+    """A GEMM output is written while its inputs are still read: it must share no byte with them."""
+    for name, x in inputs:
+        if x is not None and share_memory(d, x):
+            fail(d_name, f"memory that {name} does not use (the kernel writes {d_name} while it still reads {name})",
+                 f"{d_name} of shape {tuple(d.shape)} strides {d.stride()} overlapping {name} of shape "
+                 f"{tuple(x.shape)} strides {x.stride()}")

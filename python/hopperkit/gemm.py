@@ -7,7 +7,12 @@ row and 128 K), ``b = (B, SFB)`` with SFB 128×128 (recipe ``(1, 128, 128)``, "1
 Limits, the same on every device (they are what a TMA-based SM90 kernel needs, so code that runs on
 the reference path also runs on the kernels): FP8 operands K-major (``stride(-1) == 1``) with row
 strides that are multiples of 16 bytes (K % 16 == 0 for contiguous rows); D and C row-major with row
-strides that are multiples of 16 bytes (N % 8 for BF16, N % 4 for FP32).
+strides that are multiples of 16 bytes (N % 8 for BF16, N % 4 for FP32). The FP8 GEMMs with a BF16 D
+(1d2d, m-grouped) need N % 8 == 0 whatever D's strides (their kernels store D's rows in 16-byte
+pieces); the FP32 D of the 1d1d ones takes any N, with N % 4 != 0 on the reference path.
+
+Every output shares no memory with the call's inputs (operands, scales, index tensors): the kernels
+write it while other thread blocks still read them.
 
 Outputs: D is written one element per thread, so its elements must be distinct addresses (no
 ``expand()``-ed D, row stride >= N, group stride >= (rows - 1)·row stride + N). C may be D itself (same
@@ -28,7 +33,8 @@ from typing import Optional, Sequence
 import torch
 
 from . import _ops
-from ._validation import check_int, check_same_device, check_tensor, check_values, describe, fail
+from ._validation import (check_int, check_output_disjoint, check_same_device, check_tensor, check_values, describe,
+                          fail)
 from .reference import gemm as _ref
 from .layout import get_num_sms, get_pdl
 from .reference.layout import get_mk_alignment_for_contiguous_layout, get_mn_major_tma_aligned_tensor
@@ -53,6 +59,14 @@ def _pair(name: str, x: object) -> tuple[torch.Tensor, torch.Tensor]:
     if not isinstance(x, (tuple, list)) or len(x) != 2:
         fail(name, "a pair (fp8 tensor, float32 scales)", describe(x), TypeError)
     return x[0], x[1]
+
+
+def _pair_of_tensors(name: str, x: object) -> tuple[torch.Tensor, torch.Tensor]:
+    """A pair of tensors (the layout aliases transpose them before the checks run)."""
+    t, sf = _pair(name, x)
+    check_tensor(f"{name}[0]", t)
+    check_tensor(f"{name}[1]", sf)
+    return t, sf
 
 
 def _check_fp8_operand(name: str, t: object, shape: Sequence[Optional[int]]) -> torch.Tensor:
@@ -114,13 +128,34 @@ def _check_c_and_d(c: Optional[torch.Tensor], d: torch.Tensor) -> None:
              f"c with strides {c.stride()} overlapping d (strides {d.stride()}, {c_begin - d_begin} bytes apart)")
 
 
+def _check_bf16_d_cols(n: int) -> None:
+    if n % 8:
+        fail("b[0]", "N (its rows, the columns of d) a multiple of 8: the FP8 kernels store d's BF16 rows in "
+             "16-byte pieces", f"N = {n}")
+
+
+def _check_d_apart(d: torch.Tensor, *inputs: tuple[str, Optional[torch.Tensor]]) -> None:
+    """D shares no memory with any input: the kernels write D while other CTAs still read the inputs
+    (and the ops copy a separate C into D before they launch). Mirrors the ops' check_output_disjoint.
+    Call after the device check."""
+    if d.device.type != "meta":
+        check_output_disjoint("d", d, inputs)
+
+
+def _as_recipe(recipe: object) -> Optional[tuple]:
+    """``recipe`` as a tuple, or None for anything that is not a sequence of ints."""
+    if isinstance(recipe, (tuple, list)) and all(isinstance(x, int) and not isinstance(x, bool) for x in recipe):
+        return tuple(recipe)
+    return None
+
+
 def _recipe(recipe: object, d: torch.Tensor) -> tuple[int, int, int]:
     if recipe is None:
         # DeepGEMM's SM90 default is 1d2d; an FP32 D can only be the 1d1d (weight-gradient) recipe.
         return RECIPE_1D1D if d.dtype == torch.float32 else RECIPE_1D2D
-    if tuple(recipe) not in (RECIPE_1D2D, RECIPE_1D1D):
+    if _as_recipe(recipe) not in (RECIPE_1D2D, RECIPE_1D1D):
         fail("recipe", f"{RECIPE_1D2D} (1x128 A, 128x128 B scales) or {RECIPE_1D1D} (1x128 both)", repr(recipe))
-    return tuple(recipe)
+    return _as_recipe(recipe)
 
 
 def _kernel_fast_path(call) -> bool:
@@ -170,7 +205,7 @@ def fp8_gemm_nt(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] =
     required (it may be D itself). Scales in any strides. Accumulation is two-level: each 128-wide K
     block's product is scaled by sfa·sfb and added to an FP32 accumulator.
     """
-    if c is None and (recipe is None or tuple(recipe) == RECIPE_1D2D) and isinstance(d, torch.Tensor):
+    if c is None and (recipe is None or _as_recipe(recipe) == RECIPE_1D2D) and isinstance(d, torch.Tensor):
         if _kernel_fast_path(lambda: _fast_fp8_gemm_1d2d(a, b, d)):
             return
     A, SFA = _pair("a", a)
@@ -188,6 +223,7 @@ def fp8_gemm_nt(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] =
     if rec == RECIPE_1D2D:
         check_tensor("b[1]", SFB, dtype=torch.float32, shape=(_cdiv(N, 128), kb))
         _check_output("d", d, torch.bfloat16, (M, N))
+        _check_bf16_d_cols(N)
         if c is not None:
             fail("c", "None for the 1d2d recipe (BF16 D is written, not accumulated; use recipe (1, 1, 128) "
                  "with an FP32 D to accumulate)", describe(c))
@@ -199,6 +235,7 @@ def fp8_gemm_nt(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] =
         _check_output("c", c, torch.float32, (M, N), written=False)
     device = check_same_device([("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("d", d), ("c", c)])
     _check_c_and_d(c, d)
+    _check_d_apart(d, ("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB))
     if M == 0 or N == 0:
         return
     if rec == RECIPE_1D2D and K > 0 and _ops.use_kernel("fp8_gemm_nt", device):
@@ -206,8 +243,9 @@ def fp8_gemm_nt(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] =
         torch.ops.hopperkit.fp8_gemm_nt_1d2d(A, get_mn_major_tma_aligned_tensor(SFA), B, SFB, d, get_num_sms(device),
                                              get_pdl())
         return
-    if rec == RECIPE_1D1D and K > 0 and _ops.use_kernel("fp8_gemm_nt (1d1d)", device):
+    if rec == RECIPE_1D1D and K > 0 and N % 4 == 0 and _ops.use_kernel("fp8_gemm_nt (1d1d)", device):
         # Both scales through TMA, MN-major. A separate C is copied into D by the op, then accumulated.
+        # TMA stores D in 16-byte pieces of a row: other N run the reference.
         torch.ops.hopperkit.fp8_gemm_nt_1d1d(A, get_mn_major_tma_aligned_tensor(SFA), B,
                                              get_mn_major_tma_aligned_tensor(SFB), d, c, get_num_sms(device), get_pdl())
         return
@@ -217,28 +255,29 @@ def fp8_gemm_nt(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] =
 def fp8_gemm_nn(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] = None,
                 recipe: Optional[Sequence[int]] = None) -> None:
     """``D = C + A·B`` with B given as [K, N] (and its scales transposed): ``fp8_gemm_nt`` on views."""
-    B, SFB = _pair("b", b)
+    B, SFB = _pair_of_tensors("b", b)
     fp8_gemm_nt(a, (B.T, SFB.T), d, c, recipe)
 
 
 def fp8_gemm_tn(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] = None,
                 recipe: Optional[Sequence[int]] = None) -> None:
     """``D = C + Aᵀ·Bᵀ`` with A given as [K, M] (and its scales transposed): ``fp8_gemm_nt`` on views."""
-    A, SFA = _pair("a", a)
+    A, SFA = _pair_of_tensors("a", a)
     fp8_gemm_nt((A.T, SFA.T), b, d, c, recipe)
 
 
 def fp8_gemm_tt(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] = None,
                 recipe: Optional[Sequence[int]] = None) -> None:
     """``D = C + Aᵀ·B``: both operands given transposed; ``fp8_gemm_nt`` on views."""
-    A, SFA = _pair("a", a)
-    B, SFB = _pair("b", b)
+    A, SFA = _pair_of_tensors("a", a)
+    B, SFB = _pair_of_tensors("b", b)
     fp8_gemm_nt((A.T, SFA.T), (B.T, SFB.T), d, c, recipe)
 
 
-def _bf16_tma_ok(t: torch.Tensor) -> bool:
-    """A BF16 operand the kernel can read: [rows, K] K-major or MN-major ([G, rows, K]: K-major), the
-    other strides multiples of 8 elements (16 bytes), the base 16-byte aligned (TMA)."""
+def _bf16_tma_ok(t: torch.Tensor, mn_major_ok: bool = True) -> bool:
+    """A BF16 operand the kernel can read: [rows, K] K-major or (``mn_major_ok``) MN-major ([G, rows,
+    K]: K-major), the other strides multiples of 8 elements (16 bytes), the base 16-byte aligned (TMA).
+    The ops' check_dense_operand and check_grouped_operand."""
     if t.numel() == 0 or t.device.type != "cuda" or t.data_ptr() % 16:
         return False
 
@@ -250,7 +289,18 @@ def _bf16_tma_ok(t: torch.Tensor) -> bool:
     if t.dim() != 2:
         return k_major
     mn_major = (t.size(0) == 1 or t.stride(0) == 1) and aligned([1], t.size(0))
-    return k_major or mn_major
+    return k_major or (mn_major_ok and mn_major)
+
+
+def _bf16_k_rows_ok(t: torch.Tensor, sum_k: int) -> bool:
+    """A k-grouped BF16 operand [Σks, cols] the kernel can read as MN-major: contiguous rows whose
+    stride is a multiple of 8 elements, a 16-byte aligned base (the op's check_k_rows_operand)."""
+    if t.numel() == 0:
+        return True
+    if t.device.type != "cuda" or t.data_ptr() % 16:
+        return False
+    rows_ok = t.size(1) <= 1 or t.stride(1) == 1
+    return rows_ok and (sum_k <= 1 or (t.stride(0) % 8 == 0 and t.stride(0) >= t.size(1)))
 
 
 def _fast_bf16_gemm(a, b, d, c) -> bool:
@@ -290,6 +340,7 @@ def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[
         _check_output("c", c, d.dtype, (M, N), written=False)
     device = check_same_device([("a", a), ("b", b), ("d", d), ("c", c)])
     _check_c_and_d(c, d)
+    _check_d_apart(d, ("a", a), ("b", b))
     if M == 0 or N == 0:
         return
     if K > 0 and _ops.use_kernel("bf16_gemm_nt", device) and _bf16_tma_ok(a) and _bf16_tma_ok(b):
@@ -300,17 +351,17 @@ def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[
 
 def bf16_gemm_nn(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None:
     """``D = C + A·B`` with B [K, N]."""
-    bf16_gemm_nt(a, b.T, d, c)
+    bf16_gemm_nt(a, check_tensor("b", b).T, d, c)
 
 
 def bf16_gemm_tn(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None:
     """``D = C + Aᵀ·Bᵀ`` with A [K, M]."""
-    bf16_gemm_nt(a.T, b, d, c)
+    bf16_gemm_nt(check_tensor("a", a).T, b, d, c)
 
 
 def bf16_gemm_tt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None:
     """``D = C + Aᵀ·B`` with A [K, M] and B [K, N]."""
-    bf16_gemm_nt(a.T, b.T, d, c)
+    bf16_gemm_nt(check_tensor("a", a).T, check_tensor("b", b).T, d, c)
 
 
 def _check_m_indices(m_indices: torch.Tensor, num_groups: int, device: torch.device, kernel: bool) -> None:
@@ -391,8 +442,10 @@ def m_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, m_indi
     check_tensor("a[1]", SFA, dtype=torch.float32, shape=(M, _cdiv(K, 128)))
     check_tensor("b[1]", SFB, dtype=torch.float32, shape=(G, _cdiv(N, 128), _cdiv(K, 128)))
     _check_output("d", d, torch.bfloat16, (M, N))
+    _check_bf16_d_cols(N)
     check_tensor("m_indices", m_indices, dtype=torch.int32, shape=(G,) if use_psum_layout else (M,), contiguous=True)
     device = check_same_device([("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("d", d), ("m_indices", m_indices)])
+    _check_d_apart(d, ("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("m_indices", m_indices))
     kernel = _ops.use_kernel("m_grouped_fp8_gemm_nt_contiguous", device)
     if use_psum_layout:
         if check_values(kernel, device):
@@ -413,7 +466,7 @@ def m_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, m_indi
 
 def _check_masked_m(masked_m: object, G: int, m_max: int, expected_m: object, device: torch.device, kernel: bool) -> None:
     check_tensor("masked_m", masked_m, dtype=torch.int32, shape=(G,), device=device, contiguous=True)
-    check_int("expected_m", expected_m, min_value=1)
+    check_int("expected_m", expected_m, min_value=1, max_value=2**31 - 1)
     if check_values(kernel, device):
         mm = masked_m.cpu()
         if G and (int(mm.min()) < 0 or int(mm.max()) > m_max):
@@ -445,9 +498,11 @@ def m_grouped_fp8_gemm_nt_masked(a: tuple, b: tuple, d: torch.Tensor, masked_m: 
     check_tensor("a[1]", SFA, dtype=torch.float32, shape=(G, M_max, _cdiv(K, 128)))
     check_tensor("b[1]", SFB, dtype=torch.float32, shape=(G, _cdiv(N, 128), _cdiv(K, 128)))
     _check_output("d", d, torch.bfloat16, (G, M_max, N))
+    _check_bf16_d_cols(N)
     device = check_same_device([("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("d", d)])
     kernel = _ops.use_kernel("m_grouped_fp8_gemm_nt_masked", device)
     _check_masked_m(masked_m, G, M_max, expected_m, device, kernel)
+    _check_d_apart(d, ("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("masked_m", masked_m))
     if d.numel() == 0:
         return
     if kernel and K > 0:
@@ -497,7 +552,7 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
     sizes that do not (a negative or non-multiple-of-128 entry counts as 0, and every group's K range
     is cut at Σks) give wrong groups but never read outside A, B or the scales.
     """
-    if tuple(recipe) != RECIPE_1D1D:
+    if _as_recipe(recipe) != RECIPE_1D1D:
         fail("recipe", f"{RECIPE_1D1D} (the k-grouped GEMM uses 1x128 scales on both operands)", repr(recipe))
     A, SFA = _pair("a", a)
     B, SFB = _pair("b", b)
@@ -515,15 +570,16 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
         fail("b[0]", f"{N * sum_k} elements (N·Σks)", f"{B.numel()}")
     check_tensor("a[1]", SFA, dtype=torch.float32, shape=(M, sum_k // 128))
     check_tensor("b[1]", SFB, dtype=torch.float32, shape=(N, sum_k // 128))
+    check_tensor("ks_tensor", ks_tensor, dtype=torch.int32, shape=(G,))
     device = check_same_device([("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("d", d), ("c", c),
                                 ("ks_tensor", ks_tensor)])
-    check_tensor("ks_tensor", ks_tensor, dtype=torch.int32, shape=(G,))
     _check_c_and_d(c, d)
+    _check_d_apart(d, ("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("ks_tensor", ks_tensor))
     kernel = _ops.use_kernel("k_grouped_fp8_gemm_nt_contiguous", device)
     _check_ks_tensor_values(ks, ks_tensor, kernel, device)
     if G == 0 or M == 0 or N == 0:
         return
-    if kernel:
+    if kernel and N % 4 == 0:  # TMA stores D in 16-byte pieces of a row: other N run the reference
         # The kernel reads the group sizes from ks_tensor; ks sizes the buffers (see the docstring).
         torch.ops.hopperkit.k_grouped_fp8_gemm_nt_contiguous_1d1d(
             A, get_mn_major_tma_aligned_tensor(SFA), B, get_mn_major_tma_aligned_tensor(SFB), d, list(ks),
@@ -564,12 +620,13 @@ def k_grouped_bf16_gemm_tn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     check_tensor("ks_tensor", ks_tensor, dtype=torch.int32, shape=(G,))
     device = check_same_device([("a", a), ("b", b), ("d", d), ("c", c), ("ks_tensor", ks_tensor)])
     _check_c_and_d(c, d)
+    _check_d_apart(d, ("a", a), ("b", b), ("ks_tensor", ks_tensor))
     kernel = _ops.use_kernel("k_grouped_bf16_gemm_tn_contiguous", device)
     _check_ks_tensor_values(ks, ks_tensor, kernel, device)
     if G == 0 or M == 0 or N == 0:
         return
     # The kernel reads A [Σks, M] and B [Σks, N] as MN-major operands ([M, Σks] and [N, Σks] views).
-    if kernel and (sum_k == 0 or (_bf16_tma_ok(a.t()) and _bf16_tma_ok(b.t()))):
+    if kernel and (sum_k == 0 or (_bf16_k_rows_ok(a, sum_k) and _bf16_k_rows_ok(b, sum_k))):
         torch.ops.hopperkit.k_grouped_bf16_gemm_tn_contiguous(a, b, d, list(ks), ks_tensor.contiguous(), c,
                                                               get_num_sms(device), get_pdl())
         return
@@ -616,11 +673,12 @@ def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     _check_output("d", d, torch.bfloat16, (M, N))
     check_tensor("m_indices", m_indices, dtype=torch.int32, shape=(M,), contiguous=True)
     device = check_same_device([("a", a), ("b", b), ("d", d), ("m_indices", m_indices)])
+    _check_d_apart(d, ("a", a), ("b", b), ("m_indices", m_indices))
     kernel = _ops.use_kernel("m_grouped_bf16_gemm_nt_contiguous", device)
     _check_m_indices(m_indices, G, device, kernel)
     if M == 0 or N == 0:
         return
-    if kernel and G > 0 and K > 0 and _bf16_tma_ok(a) and _bf16_tma_ok(b):
+    if kernel and G > 0 and K > 0 and _bf16_tma_ok(a, mn_major_ok=False) and _bf16_tma_ok(b):
         torch.ops.hopperkit.m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices, get_num_sms(device), get_pdl())
         return
     d.copy_(_ref.m_grouped_bf16_gemm_nt_contiguous(a, b, m_indices))
@@ -646,6 +704,7 @@ def m_grouped_bf16_gemm_nt_masked(a: torch.Tensor, b: torch.Tensor, d: torch.Ten
     device = check_same_device([("a", a), ("b", b), ("d", d)])
     kernel = _ops.use_kernel("m_grouped_bf16_gemm_nt_masked", device)
     _check_masked_m(masked_m, G, M_max, expected_m, device, kernel)
+    _check_d_apart(d, ("a", a), ("b", b), ("masked_m", masked_m))
     if d.numel() == 0:
         return
     if kernel and K > 0 and _bf16_tma_ok(a) and _bf16_tma_ok(b):

@@ -30,7 +30,8 @@ from typing import Optional, Union
 import torch
 
 from . import _ops
-from ._validation import check_bool, check_int, check_same_device, check_tensor, check_values, describe, fail
+from ._validation import (check_bool, check_int, check_no_self_overlap, check_same_device, check_tensor, check_values,
+                          describe, fail)
 from .layout import get_num_sms
 from .reference import kv_cache as _kv_ref
 from .reference import mla as _mla_ref
@@ -51,6 +52,11 @@ PAGE_BLOCK_SIZE = 64
 KV_FP8_BYTES_PER_TOKEN = 656
 _FP8_CACHE_DTYPES = (torch.float8_e4m3fn, torch.uint8, torch.int8)
 _MAX_BATCH = 16384  # the metadata kernel keeps two ints per request in shared memory
+# The combine kernel puts a request's query rows (s_q·h_q) on grid.y, up to 4 warps per row and 8 warps
+# per CTA: (4·s_q·h_q + 7) // 8 <= 65535.
+_MAX_QUERY_ROWS = 65535 * 8 // 4
+# The kernel scales scores by softmax_scale·log2(e) in float32.
+_MAX_SOFTMAX_SCALE = 3.4028234663852886e38 / 1.4426950408889634
 
 
 @dataclass
@@ -223,10 +229,15 @@ def flash_mla_with_kvcache(
         fail("q", f"of head dim {D_QK} (512 NoPE + 64 RoPE)", f"head dim {d_qk}")
     if head_dim_v != D_V or isinstance(head_dim_v, bool):
         fail("head_dim_v", str(D_V), repr(head_dim_v))
+    if s_q * h_q > _MAX_QUERY_ROWS:
+        fail("q", f"at most {_MAX_QUERY_ROWS} query rows per request (s_q * h_q, the combine grid)", f"s_q * h_q = {s_q * h_q}")
     if softmax_scale is None:
         softmax_scale = d_qk ** -0.5
     elif isinstance(softmax_scale, bool) or not isinstance(softmax_scale, (int, float)) or not math.isfinite(softmax_scale):
         fail("softmax_scale", "a finite float or None", describe(softmax_scale), TypeError)
+    elif abs(softmax_scale) > _MAX_SOFTMAX_SCALE:
+        fail("softmax_scale", f"at most {_MAX_SOFTMAX_SCALE:.4g} in magnitude (finite as float32 after the log2(e) factor)",
+             repr(softmax_scale))
     check_bool("causal", causal)
     check_bool("is_fp8_kvcache", is_fp8_kvcache)
     check_tensor("k_cache", k_cache, ndim=4, device=device, last_dim_contiguous=True)
@@ -243,11 +254,13 @@ def flash_mla_with_kvcache(
     if is_fp8_kvcache:
         fail("is_fp8_kvcache", "False in dense mode (the FP8 cache is read through indices, sparse mode)", "True")
     num_blocks, _, h_k, _ = k_cache.shape
+    if num_blocks < 1 or h_k < 1:
+        fail("k_cache", f"[num_blocks >= 1, {PAGE_BLOCK_SIZE}, h_k >= 1, {D_QK}]", f"shape {tuple(k_cache.shape)}")
     if h_q % h_k != 0:
         fail("q", f"a head count divisible by the KV head count h_k={h_k}", f"h_q={h_q}")
     check_tensor("block_table", block_table, dtype=torch.int32, ndim=2, device=device, last_dim_contiguous=True)
-    if block_table.shape[0] != b:
-        fail("block_table", f"of shape ({b}, max_blocks)", f"{tuple(block_table.shape)}")
+    if block_table.shape[0] != b or block_table.shape[1] < 1:
+        fail("block_table", f"of shape ({b}, max_blocks >= 1)", f"{tuple(block_table.shape)}")
     check_tensor("cache_seqlens", cache_seqlens, dtype=torch.int32, shape=(b,), device=device, contiguous=True)
 
     kernel = _ops.use_kernel("flash_mla_with_kvcache", device)
@@ -274,7 +287,9 @@ def flash_mla_with_kvcache(
         if softmax_scale <= 0:
             fail("softmax_scale", "positive (the kernel takes row maxima of the scaled scores)", repr(softmax_scale))
         if not _aligned_16b(q):
-            q = q.contiguous()  # the kernel copies Q rows in 16-byte pieces
+            # The kernel copies Q rows in 16-byte pieces. A fresh allocation is aligned; contiguous()
+            # would return a contiguous view at an unaligned address unchanged.
+            q = q.clone(memory_format=torch.contiguous_format)
         if not _aligned_16b(k_cache):
             fail("k_cache", "16-byte aligned with strides that are multiples of 8 elements (TMA)",
                  f"strides {k_cache.stride()}")
@@ -302,11 +317,14 @@ def _fast_dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, tile_
         return None
     b, s_q, h_q, _ = q.shape
     h_k = k_cache.shape[2]
-    if h_q % h_k or not 1 <= b <= _MAX_BATCH or not _aligned_16b(q):
+    if h_k < 1 or s_q < 1 or h_q < 1 or h_q % h_k or not 1 <= b <= _MAX_BATCH or not _aligned_16b(q):
+        return None
+    if s_q * h_q > _MAX_QUERY_ROWS:
         return None
     if softmax_scale is None:
         softmax_scale = D_QK ** -0.5
-    elif type(softmax_scale) not in (float, int) or not math.isfinite(softmax_scale) or softmax_scale <= 0:
+    elif (type(softmax_scale) not in (float, int) or not math.isfinite(softmax_scale) or softmax_scale <= 0
+          or softmax_scale > _MAX_SOFTMAX_SCALE):
         return None
     if isinstance(tile_scheduler_metadata, FlashMLASchedMeta):
         meta = tile_scheduler_metadata
@@ -420,6 +438,12 @@ def mla_combine(
         check_tensor("attn_sink", attn_sink, dtype=torch.float32, shape=(h_q,), contiguous=True)
     device = check_same_device([("out", out), ("o_accum", o_accum), ("lse_accum", lse_accum),
                                 ("num_splits", num_splits), ("lse", lse), ("attn_sink", attn_sink)])
+    # Every element of out and lse is written by one thread.
+    check_no_self_overlap("out", out)
+    check_no_self_overlap("lse", lse)
+    if s_q * h_q > _MAX_QUERY_ROWS:
+        fail("out", f"at most {_MAX_QUERY_ROWS} query rows per request (s_q * h_q, the combine grid)",
+             f"s_q * h_q = {s_q * h_q}")
     kernel = _ops.use_kernel("mla_combine", device)
     if check_values(kernel, device):
         ns = num_splits.cpu()
@@ -429,6 +453,9 @@ def mla_combine(
     if kernel:
         if out.stride(0) % 4 or out.stride(1) % 4 or out.stride(2) % 4 or out.data_ptr() % 8:
             fail("out", "8-byte aligned with strides that are multiples of 4 elements", f"strides {out.stride()}")
+        if o_accum.data_ptr() % 16:
+            fail("o_accum", "16-byte aligned (the kernel reads it in 16-byte vectors)",
+                 f"an address {o_accum.data_ptr() % 16} bytes past a 16-byte boundary")
         torch.ops.hopperkit.mla_combine(o_accum, lse_accum, num_splits, out, lse, attn_sink)
     else:
         _sched_ref.mla_combine(o_accum, lse_accum, num_splits, out, lse, attn_sink)

@@ -57,8 +57,11 @@ def _is_mn_major_tma_aligned(sf: torch.Tensor) -> bool:
 
     A dimension of size <= 1 is never stepped over, so its stride is irrelevant (torch reports
     arbitrary strides for such dimensions). Because the TMA box may fetch the padding rows of the
-    last column too, the storage must also extend to ``G·SFK·align(MN, 4)`` floats.
+    last column too, the storage must also extend to ``G·SFK·align(MN, 4)`` floats. TMA also needs
+    a 16-byte aligned base, which a view that starts mid-storage may not have.
     """
+    if sf.device.type != "meta" and sf.numel() and sf.data_ptr() % 16:
+        return False
     mn, sfk = sf.shape[-2], sf.shape[-1]
     groups = sf.shape[0] if sf.dim() == 3 else 1
     aligned_mn = get_tma_aligned_size(mn, 4)

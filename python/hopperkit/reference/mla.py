@@ -15,8 +15,9 @@ Common contract:
   because a -inf logit alone does not stop ``0 · NaN = NaN`` in P·V.
 - No host synchronization: no ``.item()``, no boolean-mask indexing, no data-dependent shapes or
   Python control flow on tensor values. Garbage in unused block-table / index entries is masked or
-  clamped *before* it is used as an address. Both functions therefore run inside a CUDA-graph
-  capture with device-side lengths.
+  clamped *before* it is used as an address, and so is a block id outside the cache within a
+  sequence (invalid input, which reads as zero keys, as in the kernel). Both functions therefore run
+  inside a CUDA-graph capture with device-side lengths.
 - Memory is bounded by walking the batch in chunks of requests; the chunk size depends only on
   shapes (see ``_CHUNK_BYTES``).
 - The matmuls run at the caller's float32 matmul precision. Keep it at the default ("highest"):
@@ -170,10 +171,13 @@ def flash_mla_with_kvcache(
         c = r1 - r0
         seqlen = cache_seqlens[r0:r1].long()
         in_seq = pos.unsqueeze(0) < seqlen.unsqueeze(1)  # [c, s_k]
-        # Table entries past the request's blocks are garbage: replace them before addressing.
-        block_ids = torch.where(in_seq, block_table[r0:r1][:, block_col].long(), 0)
-        k = k_cache[block_ids, block_off]  # [c, s_k, h_k, d_qk]
-        k = torch.where(in_seq[:, :, None, None], k.float(), 0.0)
+        # Table entries past the request's blocks are garbage: replace them before addressing. A block
+        # id outside the cache inside the sequence (an input the value checks reject) reads as zeros,
+        # like the kernel's TMA loads out of bounds, and never addresses memory.
+        block_ids = block_table[r0:r1][:, block_col].long()
+        present = in_seq & (block_ids >= 0) & (block_ids < num_blocks)
+        k = k_cache[torch.where(present, block_ids, 0), block_off]  # [c, s_k, h_k, d_qk]
+        k = torch.where(present[:, :, None, None], k.float(), 0.0)
         k = k.permute(0, 2, 1, 3)  # [c, h_k, s_k, d_qk]
 
         # Rows of one KV head ordered (s_q, group), like the kernel's q_seq_per_hk.
