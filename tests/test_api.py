@@ -491,3 +491,24 @@ def test_bench_interleaved_times_the_gpu_behind_a_slow_host(cuda):
     behind = bench_interleaved({"call": slow_host_call}, host_slack_us=0.0, **kw)["call"]["median_us"]
     ahead = bench_interleaved({"call": slow_host_call}, host_slack_us=2000.0, **kw)["call"]["median_us"]
     assert behind > 100.0 > 50.0 > ahead, (behind, ahead)
+
+
+def test_ab_builds_cases_and_report():
+    """benchmarks/ab_builds.py: its case grammar and the report's ratios (the timing needs a GPU)."""
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "ab_builds.py")
+    spec = importlib.util.spec_from_file_location("ab_builds", path)
+    ab = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ab)
+    assert ab.parse_case("fp8cont:4x8192x4096x7168") == ("fp8cont", (4, 8192, 4096, 7168))
+    for bad in ("fp8:1x2", "gemm:1x2x3", "mla:1x1x128x0", "bf16:4096x7168xK"):
+        with pytest.raises(ValueError):
+            ab.parse_case(bad)
+    runs = [{"build": b, "cases": {"fp8:1x2x3": {"us": us, "diff": 1e-7}}}
+            for b, us in (("base", 10.0), ("new", 8.0), ("base", 12.0), ("new", 9.0), ("base", 11.0), ("new", 8.5))]
+    (row,) = ab.summarize(["base", "new"], ["fp8:1x2x3"], runs)
+    assert row["base"]["us"] == 11.0 and row["new"]["us"] == 8.5 and row["new"]["ratio"] == pytest.approx(11.0 / 8.5)
+    assert (row["new"]["min_us"], row["new"]["max_us"], row["new"]["runs"]) == (8.0, 9.0, 3)
+    assert "fp8:1x2x3" in ab.format_report(["base", "new"], [row])
