@@ -361,7 +361,7 @@ void m_grouped_bf16_gemm_nt_masked(const at::Tensor& a, const at::Tensor& b, at:
   check_cuda_tensor(masked_m, "masked_m", at::kInt);
   HK_CHECK_VALUE(masked_m.dim() == 1 && masked_m.size(0) == g && masked_m.is_contiguous(),
                  "masked_m must be contiguous [", g, "], got ", masked_m.sizes());
-  HK_CHECK_VALUE(expected_m >= 1, "expected_m must be positive, got ", expected_m);
+  HK_CHECK_VALUE(expected_m >= 1 && expected_m <= INT32_MAX, "expected_m must be in [1, 2^31), got ", expected_m);
   for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&b, &d, &masked_m}) check_same_device(*t, a, "all tensors", "a");
   check_d_apart(d, {{&a, "a"}, {&b, "b"}, {&masked_m, "masked_m"}});
   check_common(a, num_sms);

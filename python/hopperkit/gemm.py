@@ -173,6 +173,10 @@ def _kernel_fast_path(call) -> bool:
         return False
 
 
+def _positive_int32(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and 1 <= x < 2**31
+
+
 def _tensors(*xs: object) -> bool:
     return all(isinstance(x, torch.Tensor) for x in xs)
 
@@ -408,7 +412,7 @@ def _fast_m_grouped_masked(a, b, d, masked_m, expected_m) -> bool:
         return False
     A, SFA = a
     B, SFB = b
-    if A.dim() != 3 or A.shape[2] == 0 or d.numel() == 0 or isinstance(expected_m, bool) or not isinstance(expected_m, int):
+    if A.dim() != 3 or A.shape[2] == 0 or d.numel() == 0 or not _positive_int32(expected_m):
         return False
     device = d.device
     if not _ops.use_kernel("m_grouped_fp8_gemm_nt_masked", device) or check_values(True, device):
@@ -648,7 +652,7 @@ def _fast_m_grouped_bf16_contiguous(a, b, d, m_indices) -> bool:
 def _fast_m_grouped_bf16_masked(a, b, d, masked_m, expected_m) -> bool:
     if not _tensors(b, masked_m):
         return False
-    if a.dim() != 3 or a.shape[2] == 0 or d.numel() == 0 or isinstance(expected_m, bool) or not isinstance(expected_m, int):
+    if a.dim() != 3 or a.shape[2] == 0 or d.numel() == 0 or not _positive_int32(expected_m):
         return False
     device = d.device
     if not _ops.use_kernel("m_grouped_bf16_gemm_nt_masked", device) or check_values(True, device):
