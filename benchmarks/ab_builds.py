@@ -5,6 +5,10 @@ extension is abi3 and builds without a GPU, so the variants can be compiled anyw
   python benchmarks/ab_builds.py --build base=/tmp/base/_C.abi3.so --build new=python/hopperkit/_C.abi3.so \\
       --case fp8:4096x7168x16384 --case fp8:128x7168x16384 --case mla:128x1x128x8192 [--rounds 3] [--json F]
 
+A build may also be one extension under a tuning knob (``--build-env NAME KEY=VALUE``, e.g. a forced
+tile configuration against the heuristic's, ``HOPPERKIT_FP8_GEMM_CONFIG=256,128,1``): the knob is set
+in that build's processes only.
+
 Each round runs every build once, each in a process of its own (a copy of ``python/hopperkit`` with
 that build's extension, first on PYTHONPATH; the order of the builds alternates from round to
 round, so that neither always runs on a warmer card). A process checks every case's result against
@@ -203,6 +207,8 @@ def _package_copy(root: str, name: str, extension: str) -> str:
 def main(argv: Sequence[str] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build", action="append", default=[], help="NAME=PATH of an extension (.so)")
+    parser.add_argument("--build-env", action="append", nargs=2, default=[], metavar=("NAME", "KEY=VALUE"),
+                        help="an environment variable for build NAME's processes (a tuning knob)")
     parser.add_argument("--case", action="append", default=[], help="kind:dims (see the module docstring)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--iters", type=int, default=30)
@@ -227,13 +233,19 @@ def main(argv: Sequence[str] = None) -> int:
     names = [name for name, _ in builds]
     if len(set(names)) != len(names):
         parser.error("build names must differ")
+    knobs: Dict[str, Dict[str, str]] = {name: {} for name in names}
+    for name, assignment in args.build_env:
+        key, sep, value = assignment.partition("=")
+        if name not in knobs or not sep or not key:
+            parser.error(f"--build-env {name} {assignment}: expected a build name and KEY=VALUE")
+        knobs[name][key] = value
     runs: List[dict] = []
     with tempfile.TemporaryDirectory(prefix="ab_builds_") as root:
         copies = {name: _package_copy(root, name, path) for name, path in builds}
         for round_index in range(args.rounds):
             order = names if round_index % 2 == 0 else names[::-1]
             for name in order:
-                env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+                env = dict(os.environ, **knobs[name], PYTHONPATH=os.pathsep.join(
                     [os.path.dirname(copies[name])] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
                 cmd = [sys.executable, os.path.abspath(__file__), "--worker", os.path.join(copies[name], "_C.abi3.so"),
                        "--iters", str(args.iters)] + [f"--case={c}" for c in args.case]
@@ -256,7 +268,7 @@ def main(argv: Sequence[str] = None) -> int:
               f">= {args.max_diff}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"builds": dict(builds), "rows": rows, "runs": runs}, f, indent=1)
+            json.dump({"builds": dict(builds), "knobs": knobs, "rows": rows, "runs": runs}, f, indent=1)
     return 1 if failed else 0
 
 
