@@ -94,19 +94,53 @@ def test_contiguous_psum_layout_and_odd_k():
 
 
 def test_contiguous_forced_tiles(monkeypatch):
-    # The 192-wide tile the heuristic picks for large MoE shapes, on a small ragged case; 192- and
-    # 256-row tiles could mix experts (segments are aligned to 128 rows only) and are refused before
-    # launch.
+    # The 192-wide tile the heuristic picks for large MoE shapes, on a small ragged case; 192-row
+    # tiles could mix experts (segments are aligned to 128 rows only) and are refused before launch.
     monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", "128,192,1")
     d, a, a_fp8, sfa, b, b_fp8, sfb, starts, counts, pad = _contiguous_case(5, 300, 2112, 320, psum=False)
     assert torch.equal(d[pad], torch.zeros_like(d[pad]))
     for e, (s, c) in enumerate(zip(starts, counts)):
         r = slice(s, s + c)
         _check_rows(f"expert {e}", d[r], a[r], a_fp8[r], sfa[r], b[e], b_fp8[e], sfb[e])
-    for config in ("256,128,1", "192,64,1"):
+    for config in ("192,64,1", "256,128,2", "256,64,1"):
         monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", config)
         with pytest.raises(ValueError, match="BLOCK_M <= 128"):
             _contiguous_case(4, 256, 576, 512, psum=False)
+
+
+# Segments of (expert, rows), each padded with -1 to a multiple of 128 rows ((-1, 128): a padding-only
+# half). The 256-row blocks this gives: (0, 0); (0, padding); (2, 1): two experts; (padding, 3);
+# (3, 4); (5, past M): the block where M ends, in its first half.
+HALVES_LAYOUT = ((0, 300), (-1, 128), (2, 128), (1, 37), (-1, 128), (3, 256), (4, 100), (5, 60))
+
+
+@pytest.mark.parametrize("n,k", [(576, 448), (4096, 1408)])
+def test_contiguous_256_row_tiles_with_an_expert_per_half(monkeypatch, n, k):
+    """256-row tiles on the contiguous layout (fp8_1d2d/traits.h kHalves): each 128-row half is
+    multiplied with its own expert, a block of two experts in two passes over K. NaN in the padding
+    rows of A must reach no row; padding rows of D are 0. K = 1408: 11 K blocks per pass, an odd count
+    over a ring of 3 stages and two TMA threads taking turns."""
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", "256,128,1")
+    ids = []
+    for e, rows in HALVES_LAYOUT:
+        ids += [e] * rows + [-1] * (-rows % ALIGN)
+    m_indices = torch.tensor(ids, dtype=torch.int32)
+    m, g = m_indices.numel(), 6
+    gen = seeded_generator("cuda", "halves", n, k)
+    a = block_scaled_randn(gen, m, k)
+    b = block_scaled_randn(gen, g, n, k)
+    a_fp8, sfa = hopperkit.per_token_cast_to_fp8(a)
+    b_fp8, sfb = _quant_b(b)
+    pad = (m_indices == -1).cuda()
+    a_fp8.view(torch.uint8)[pad] = 0x7F  # e4m3fn NaN
+    sfa = sfa.clone()
+    sfa[pad] = float("nan")
+    d = poison_(torch.empty(m, n, dtype=torch.bfloat16, device="cuda"))
+    hopperkit.m_grouped_fp8_gemm_nt_contiguous((a_fp8, sfa), (b_fp8, sfb), d, m_indices.cuda())
+    assert torch.equal(d[pad], torch.zeros_like(d[pad])), "padding rows of D must be 0"
+    for e in range(g):
+        r = (m_indices == e).nonzero().flatten().cuda()
+        _check_rows(f"expert {e}", d[r], a[r], a_fp8[r], sfa[r], b[e], b_fp8[e], sfb[e])
 
 
 @pytest.mark.parametrize("one_box_staging", [0, 1], ids=["staging-per-box", "one-box"])

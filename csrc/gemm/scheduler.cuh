@@ -134,4 +134,43 @@ __device__ __forceinline__ MBlockRows resolve_m_block(const GemmProblem& p, int 
   return r;
 }
 
+// The passes of a 256-row block of the contiguous layout (Fp8Gemm1d2dTraits::kHalves). Segments start
+// on multiples of 128 rows, so each 128-row half's first row names its expert (-1, or an id out of
+// range: padding, never addressed), and the halves may belong to one expert, two, or none. One pass
+// per expert over all of the block's K blocks; `halves` holds, two bits per pass, which halves (bit
+// h: math warpgroup h's rows) it multiplies. Fields rather than arrays: an array indexed by the pass
+// number would live in local memory.
+struct TilePasses {
+  int count;
+  int first_group, second_group;
+  int halves;  // bits 2i, 2i + 1: the halves of pass i
+
+  __device__ __forceinline__ int group(int pass) const { return pass == 0 ? first_group : second_group; }
+};
+
+__device__ __forceinline__ TilePasses contiguous_passes(const GemmProblem& p, int a_row) {
+  const auto expert = [&](int row) {
+    const int id = row < p.m ? __ldg(p.m_indices + row) : -1;
+    return id < p.num_groups ? id : -1;
+  };
+  const int first = expert(a_row), second = expert(a_row + 128);
+  TilePasses t{0, -1, -1, 0};
+  if (first >= 0) {
+    t.first_group = first;
+    t.halves = second == first ? 0b11 : 0b01;
+    t.count = 1;
+  }
+  if (second >= 0 && second != first) {
+    if (t.count == 0) {
+      t.first_group = second;
+      t.halves = 0b10;
+    } else {
+      t.second_group = second;
+      t.halves |= 0b10 << 2;
+    }
+    ++t.count;
+  }
+  return t;
+}
+
 }  // namespace hopperkit::gemm

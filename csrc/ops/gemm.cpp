@@ -240,10 +240,14 @@ void m_grouped_fp8_gemm_nt_contiguous_1d2d(const at::Tensor& a, const at::Tensor
   gemm::Fp8Gemm1d2dConfig config = gemm::choose_fp8_1d2d_config(
       static_cast<int>(m), static_cast<int>(n), static_cast<int>(num_sms), gemm::GemmLayout::kMGroupedContiguous);
   const std::optional<bool> forced_staging = apply_config_override(config);
-  HK_CHECK_VALUE(config.cluster_m == 1 && config.block_m <= 128,
-                 "the contiguous GEMM runs without clusters and with BLOCK_M <= 128, the expert segment alignment "
-                 "(HOPPERKIT_FP8_GEMM_CONFIG)");
+  // 256-row tiles multiply each 128-row half with its own expert (fp8_1d2d/traits.h kHalves); the
+  // heuristic does not take them yet, HOPPERKIT_FP8_GEMM_CONFIG=256,128,1 does.
+  const bool halves = config.block_m == 256 && config.block_n == 128;
+  HK_CHECK_VALUE(config.cluster_m == 1 && (config.block_m <= 128 || halves),
+                 "the contiguous GEMM runs without clusters and with BLOCK_M <= 128, the expert segment alignment, "
+                 "or 256x128 tiles whose halves take an expert each (HOPPERKIT_FP8_GEMM_CONFIG)");
   choose_staging(config, ceil_div(m, config.block_m) * ceil_div(n, config.block_n), num_sms, forced_staging);
+  if (halves) config.one_box_staging = false;  // compiled with a store box per box only
   gemm::Fp8Gemm1d2dParams p;
   p.layout = gemm::GemmLayout::kMGroupedContiguous;
   set_a_2d(p, a, sfa, config.block_m);

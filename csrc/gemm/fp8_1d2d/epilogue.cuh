@@ -30,8 +30,11 @@ __device__ __forceinline__ void store_tile(const Fp8Gemm1d2dParams& p, typename 
     const int r_a = wave_row + rows.row0, r_b = r_a + 8;
     bool keep_a = r_a < block.valid_rows, keep_b = r_b < block.valid_rows;
     if (p.layout == GemmLayout::kMGroupedContiguous) {
-      keep_a = r_a < block.store_rows && block.group >= 0 && __ldg(p.m_indices + block.a_row + r_a) >= 0;
-      keep_b = r_b < block.store_rows && block.group >= 0 && __ldg(p.m_indices + block.a_row + r_b) >= 0;
+      // With per-half experts (traits.h kHalves) block.group is the first half's: a half that no
+      // pass multiplied has zero sums instead.
+      const bool computed = T::kHalves || block.group >= 0;
+      keep_a = r_a < block.store_rows && computed && __ldg(p.m_indices + block.a_row + r_a) >= 0;
+      keep_b = r_b < block.store_rows && computed && __ldg(p.m_indices + block.a_row + r_b) >= 0;
     }
     const TileStoreTarget target{&p.tma_d, p.layout == GemmLayout::kMGroupedMasked, n_block * T::kBlockN,
                                  block.a_row + wave_row, block.a_group};

@@ -77,6 +77,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
       while (scheduler.next(unit)) {
         int m_block, n_block;
         scheduler.blocks_of(unit, m_block, n_block);
+        if constexpr (T::kHalves) {
+          produce_halves_tile<T>(p, smem, st, turns, loads_tiles, m_block, n_block, num_k_blocks);
+          continue;
+        }
         const MBlockRows block = resolve_m_block<T::kBlockM>(p, m_block);
         if (block.group < 0) continue;
         const int kb_begin = scheduler.split_of(unit) * k_blocks_per_split;
@@ -96,6 +100,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
     while (scheduler.next(unit)) {
       int m_block, n_block;
       scheduler.blocks_of(unit, m_block, n_block);
+      if constexpr (T::kHalves) {
+        mma_halves_tile<T>(p, smem, st, warpgroup, rows, m_block, n_block, num_k_blocks, total);
+        store_tile<T>(p, smem, warpgroup, rows, resolve_m_block<T::kBlockM>(p, m_block), n_block, total);
+        continue;
+      }
       // Warp-uniform for the compiler too (see the role above); blocks without any result row
       // skip the mainloop: contiguous padding blocks store zeros; masked blocks past masked_m store
       // nothing (a capture sized for the worst case would otherwise write zeros over most of D), and

@@ -20,9 +20,10 @@ int fp8_splits_in_cluster(long tiles, int num_k_blocks, int max_splits, int num_
   }
 }
 
-template <int kBlockM, int kBlockN, int kClusterM, bool kOneBoxStaging, bool kMasked = false, int kClusterN = 1>
+template <int kBlockM, int kBlockN, int kClusterM, bool kOneBoxStaging, bool kMasked = false, int kClusterN = 1,
+          bool kHalves = false>
 void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params_in, int num_sms, bool pdl, cudaStream_t stream) {
-  using T = Fp8Gemm1d2dTraits<kBlockM, kBlockN, kClusterM, kOneBoxStaging, kMasked, kClusterN>;
+  using T = Fp8Gemm1d2dTraits<kBlockM, kBlockN, kClusterM, kOneBoxStaging, kMasked, kClusterN, kHalves>;
   Fp8Gemm1d2dParams params = params_in;
   params.sched_rows = scheduled_rows(params, kBlockM);
   params.band_m = fp8_1d2d_raster_band(kBlockM, params.k);
@@ -41,9 +42,12 @@ void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params_in, int num_sms, bool 
   HK_CHECK((params.layout == GemmLayout::kMGroupedMasked) == kMasked && (!kMasked || params.k_splits == 1),
            "the masked layout runs its own instantiations (without split-K), and only it");
   // A contiguous-layout tile must not mix experts, whose segments are aligned to 128 rows only (a
-  // masked tile stays within its group: the scheduler walks each group's rows separately).
-  HK_CHECK(kBlockM <= 128 || params.layout != GemmLayout::kMGroupedContiguous,
+  // masked tile stays within its group: the scheduler walks each group's rows separately), unless it
+  // multiplies each 128-row half with its own expert (traits.h kHalves), which only that layout has.
+  HK_CHECK(kBlockM <= 128 || kHalves || params.layout != GemmLayout::kMGroupedContiguous,
            "tiles of more than 128 rows are not for the contiguous layout");
+  HK_CHECK(!kHalves || (params.layout == GemmLayout::kMGroupedContiguous && params.k_splits == 1),
+           "per-half experts are for the contiguous layout, without split-K");
   HK_CHECK(params.k_splits == 1 || (T::kClusterSize == 1 && params.layout == GemmLayout::kNormal &&
                                     params.split_workspace != nullptr && params.split_flags != nullptr &&
                                     params.split_epoch != 0 && params.split_epoch < (1ull << 56) && params.k_splits < 256),

@@ -258,4 +258,59 @@ __device__ __forceinline__ void mma_tile(typename T::SharedStorage& smem, Pipeli
   }
 }
 
+// The K blocks [kb_begin, kb_end) of a pass in which this warpgroup does not multiply (traits.h
+// kHalves): it waits for each stage and releases it, since a stage returns to the producer only
+// when every math warp has released it. Waiting first keeps its releases in the ring's current round.
+template <class T>
+__device__ __forceinline__ void pass_stages_on(typename T::SharedStorage& smem, PipelineState<T::kStages>& st,
+                                               int kb_begin, int kb_end) {
+  const int lane = threadIdx.x % 32;
+  for (int kb = kb_begin; kb < kb_end; ++kb) {
+    smem.barriers.consumer_wait(st);
+    smem.barriers.consumer_release(st, lane);
+    st.advance();
+  }
+}
+
+// A producer thread's share of a 256-row block of the contiguous layout (traits.h kHalves): the
+// stages of one pass per expert of the block's halves, each over all K blocks (no split-K there).
+template <class T>
+__device__ __forceinline__ void produce_halves_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
+                                                    PipelineState<T::kStages>& st, StageTurns& turns, bool loads_tiles,
+                                                    int m_block, int n_block, int num_k_blocks) {
+  MBlockRows block = resolve_m_block<T::kBlockM>(p, m_block);
+  const TilePasses passes = contiguous_passes(p, block.a_row);
+  for (int pass = 0; pass < passes.count; ++pass) {
+    block.group = passes.group(pass);
+    if (loads_tiles) {
+      produce_tile<T>(p, smem, st, turns, block, n_block, 0, num_k_blocks);
+    } else {
+      produce_tile_scales_b<T>(p, smem, st, block.group, n_block, 0, num_k_blocks);
+    }
+  }
+}
+
+// A math warpgroup's share of such a block: pass by pass it multiplies where its half takes part
+// and passes the stages on otherwise; a half of no pass (padding) keeps zero sums. The pass list is
+// made warp-uniform, as the dense loop's `group` is (kernel.cuh).
+template <class T>
+__device__ __forceinline__ void mma_halves_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
+                                                PipelineState<T::kStages>& st, int warpgroup, AccumulatorRows rows,
+                                                int m_block, int n_block, int num_k_blocks,
+                                                float (&total)[T::kWaves][T::kBlockN / 2]) {
+  static_assert(T::kWaves == 2, "a math warpgroup per 128-row half");
+  const TilePasses passes = contiguous_passes(p, m_block * T::kBlockM);
+  const int count = __shfl_sync(0xffffffffu, passes.count, 0);
+  const int halves = __shfl_sync(0xffffffffu, passes.halves, 0);
+#pragma unroll
+  for (int i = 0; i < T::kBlockN / 2; ++i) total[0][i] = total[1][i] = 0.0f;
+  for (int pass = 0; pass < count; ++pass) {
+    if ((halves >> (2 * pass + warpgroup)) & 1) {
+      mma_tile<T>(smem, st, warpgroup, rows, n_block, 0, num_k_blocks, total);
+    } else {
+      pass_stages_on<T>(smem, st, 0, num_k_blocks);
+    }
+  }
+}
+
 }  // namespace hopperkit::gemm

@@ -19,11 +19,16 @@ enum class Fp8GemmBarrier : int {
 };
 
 template <int kBlockM_, int kBlockN_, int kClusterM_ = 1, bool kOneBoxStaging_ = false, bool kMasked_ = false,
-          int kClusterN_ = 1>
+          int kClusterN_ = 1, bool kHalves_ = false>
 struct Fp8Gemm1d2dTraits {
   // The masked layout's own instantiations: the scheduler hands out only the M blocks with rows before
   // masked_m (gemm/scheduler.cuh kCompactMasked); the others keep their code exactly.
   static constexpr bool kMasked = kMasked_;
+  // The contiguous layout's 256-row instantiation. Expert segments are aligned to 128 rows, so the
+  // two 128-row halves of a block, one per math warpgroup, may belong to two experts: such a block
+  // runs as two passes over K, one per expert, with the other warpgroup passing the stages on
+  // (gemm/scheduler.cuh TilePasses); a block of one expert runs as one pass, as a dense tile does.
+  static constexpr bool kHalves = kHalves_;
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   // CTAs of a cluster work on vertically adjacent tiles (same N block): the B tile is loaded once,
@@ -40,6 +45,8 @@ struct Fp8Gemm1d2dTraits {
   static constexpr bool kMayLoadATail = kClusterN == 1 && !kMasked;
   static_assert((kClusterM == 1 || kClusterM == 2) && (kClusterN == 1 || kClusterN == 2) && kClusterSize <= 2,
                 "clusters of 1 or 2 CTAs, sharing B (kClusterM) or A (kClusterN)");
+  static_assert(!kHalves || (kBlockM_ == 256 && kClusterSize == 1 && !kMasked),
+                "per-half experts are for 256-row tiles of the contiguous layout, without clusters");
   // One staging box per warpgroup whatever the tile, the rest of shared memory to stages: for grids
   // of at most two waves (Fp8Gemm1d2dConfig::one_box_staging), see kStoreBuffers.
   static constexpr bool kOneBoxStaging = kOneBoxStaging_;
