@@ -6,8 +6,9 @@
 #
 # Works without network: CUTLASS comes from (in order) CUTLASS_HOME, an installed nvidia-cutlass
 # wheel, or a wheel file carried in .whl/ (unpacked, not pip-installed: only its headers are needed).
-# Environment: MAX_JOBS (default: all cores), HOPPERKIT_BENCH=0 skips the benchmark, =full runs the
-# full MLA and GEMM shape lists instead of the quick ones,
+# Environment: MAX_JOBS (default: all cores), HOPPERKIT_SANITIZE=0 skips the memcheck step,
+# HOPPERKIT_BENCH=0 skips the benchmark, =full runs the full MLA and GEMM shape lists instead of the
+# quick ones,
 # HOPPERKIT_SKIP_BUILD=1 reuses the extension already built in the tree (python/hopperkit/_C*.so,
 # e.g. built on another machine and carried), and then needs no CUTLASS.
 set -uo pipefail
@@ -86,6 +87,17 @@ EOF
 step "tests"
 python3 -m pytest -q -rs "$@" 2>&1 | tee "$LOG/pytest.txt"
 [ "${PIPESTATUS[0]}" = "0" ] || status=1
+
+if [ "${HOPPERKIT_SANITIZE:-1}" != "0" ]; then
+  step "memcheck"
+  # Inputs that pass every shape check but are out of contract must not reach outside the tensors;
+  # only the sanitizer sees an out-of-bounds read that happens to land in mapped memory.
+  start=$(date +%s)
+  compute-sanitizer --tool memcheck --error-exitcode 3 python3 -m pytest -q -p no:cacheprovider \
+    tests/test_mla_decode_gpu.py -k "stays_in_bounds" 2>&1 | tail -n 30 | tee -a "$LOG/pytest.txt"
+  [ "${PIPESTATUS[0]}" = "0" ] || status=1
+  echo "memcheck in $(( $(date +%s) - start )) s"
+fi
 
 if [ "${HOPPERKIT_BENCH:-1}" != "0" ]; then
   step "quick benchmark"

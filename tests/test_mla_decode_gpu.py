@@ -305,3 +305,26 @@ def test_metadata_for_another_layout_raises(cuda):
         decode(q[:, :, :64], k_cache, block_table, seqlens, D_V, meta)  # another h_q
     with pytest.raises(ValueError, match="hopperkit:"):
         decode(q[:4], k_cache, block_table[:4], seqlens[:4], D_V, meta)  # another batch size
+
+
+@pytest.mark.gpu
+def test_metadata_the_checks_cannot_tell_stays_in_bounds(cuda):
+    # Metadata built for another batch but shaped like this one's: the shape checks pass it. The kernel
+    # clips each partition's requests to the batch and drops partial rows outside o_accum, so the call
+    # gives wrong values but touches nothing outside its tensors (scripts/gpu_check.sh runs this test
+    # under compute-sanitizer too); the next well-formed call is exact.
+    lens = torch.tensor([700, 0, 4096, 64, 1, 3000, 129, 2048], dtype=torch.int32)
+    q, k_cache, block_table, seqlens = make_inputs(lens, 1, 128, 1, torch.bfloat16, cuda, 12)
+    decode = hopperkit.flash_mla_with_kvcache
+    long = torch.full((32,), 8192, dtype=torch.int32, device=cuda)
+    tsm, num_splits = hopperkit.get_mla_metadata(long, 128, 1)  # 32 long requests
+    assert int(tsm[:, 1].max()) >= 8  # partitions whose requests run past this batch
+    decode(q, k_cache, block_table, seqlens, D_V, tsm, num_splits[:9].clone())
+    # Partial rows past o_accum's batch + num_sm_parts rows.
+    decode(q, k_cache, block_table, seqlens, D_V, tsm, num_splits[:9] + 8 + tsm.shape[0])
+    tsm, num_splits = hopperkit.get_mla_metadata(long[:8].clone(), 128, 1)  # this batch size, other lengths
+    decode(q, k_cache, block_table, seqlens, D_V, tsm, num_splits)
+    torch.cuda.synchronize()
+
+    out, lse = decode(q, k_cache, block_table, seqlens, D_V, *explicit_metadata(seqlens, q, k_cache))
+    check(out, lse, q, k_cache, block_table, seqlens, causal=False)

@@ -221,6 +221,7 @@ std::tuple<at::Tensor, at::Tensor> mla_dense_decode(const at::Tensor& q, const a
   p.seqlens = cache_seqlens.data_ptr<int32_t>();
   p.sched = reinterpret_cast<const mla::DecodingSchedMeta*>(tile_scheduler_metadata.data_ptr<int32_t>());
   p.num_splits = num_splits.data_ptr<int32_t>();
+  p.accum_rows = static_cast<int32_t>(accum_rows);
   p.batch = static_cast<int32_t>(batch);
   p.s_q = static_cast<int32_t>(s_q);
   p.num_heads_k = static_cast<int32_t>(h_k);

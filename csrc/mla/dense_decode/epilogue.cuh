@@ -51,7 +51,8 @@ __device__ __forceinline__ void store_request(const DenseDecodeParams& p, typena
         p.lse[c.req * p.lse_stride_b + head * p.lse_stride_h + s * p.lse_stride_s] =
             empty ? INFINITY : lse2 * 0.69314718055994530942f;
       }
-    } else {
+    } else if (static_cast<uint32_t>(c.accum_row) < static_cast<uint32_t>(p.accum_rows)) {
+      // The row comes from num_splits, which metadata from another batch can push past the buffer.
       const int64_t row = (static_cast<int64_t>(c.accum_row) * p.num_heads_k + head_k) * p.rows_per_kv + r;
       float* out = p.o_accum + row * T::kHeadDimV + col0;
 #pragma unroll

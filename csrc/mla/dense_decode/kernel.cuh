@@ -61,9 +61,11 @@ __device__ __forceinline__ void math_warpgroup(const DenseDecodeParams& p, typen
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1)
     mla_dense_decode_kernel(const __grid_constant__ DenseDecodeParams p, const __grid_constant__ CUtensorMap kv_map) {
-  const DecodingSchedMeta meta = p.sched[blockIdx.z];
-  // Partitions the scheduler left without work.
-  if (meta.begin_req >= p.batch || meta.end_req < meta.begin_req) return;
+  DecodingSchedMeta meta = p.sched[blockIdx.z];
+  // Partitions the scheduler left without work. The metadata is a separate input that a caller may
+  // pair with the wrong batch: a request range outside [0, batch) is clipped rather than read.
+  if (meta.begin_req < 0 || meta.begin_req >= p.batch || meta.end_req < meta.begin_req) return;
+  meta.end_req = min(meta.end_req, p.batch - 1);
 
   extern __shared__ uint8_t smem_raw[];
   // The 128B swizzle is a function of absolute shared-memory address bits: align the tiles to 1 KiB.

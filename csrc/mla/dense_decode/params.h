@@ -31,6 +31,7 @@ struct DenseDecodeParams {
   const int32_t* seqlens;  // [b]
   const DecodingSchedMeta* sched;  // [num_sm_parts]
   const int32_t* num_splits;       // [b + 1]
+  int32_t accum_rows;              // o_accum.size(0): partial rows outside it are dropped
   int32_t batch;
   int32_t s_q;
   int32_t num_heads_k;
