@@ -262,11 +262,11 @@ def test_1d2d_a_multicast_refused(cuda, monkeypatch, config, splits, m, n, k):
 
 
 # The heuristic's choice, by the launched kernel's traits (BLOCK_M, BLOCK_N, cluster M, one-box
-# staging, masked, cluster N): A multicast for 256×128 over more than two waves, B multicast on
-# 256×128 grids of two waves (one-box staging), 128×192 keeps B multicast.
-@pytest.mark.parametrize("m,n,k,traits", [(4096, 4096, 1024, "256,128,1,false,false,2"),
-                                          (512, 7168, 2048, "256,128,2,true,false,1"),
-                                          (4096, 2112, 1024, "128,192,2,false,false,1")],
+# staging, masked, cluster N, per-half experts): A multicast for 256×128 over more than two waves,
+# B multicast on 256×128 grids of two waves (one-box staging), 128×192 keeps B multicast.
+@pytest.mark.parametrize("m,n,k,traits", [(4096, 4096, 1024, "256,128,1,false,false,2,false"),
+                                          (512, 7168, 2048, "256,128,2,true,false,1,false"),
+                                          (4096, 2112, 1024, "128,192,2,false,false,1,false")],
                          ids=lambda v: str(v))
 def test_1d2d_a_multicast_256_chosen(cuda, monkeypatch, m, n, k, traits):
     for knob in ("HOPPERKIT_FP8_GEMM_CONFIG", "HOPPERKIT_FP8_GEMM_SPLITS", "HOPPERKIT_FP8_GEMM_A_MULTICAST"):
