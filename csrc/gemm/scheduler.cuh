@@ -137,40 +137,31 @@ __device__ __forceinline__ MBlockRows resolve_m_block(const GemmProblem& p, int 
 // The passes of a 256-row block of the contiguous layout (Fp8Gemm1d2dTraits::kHalves). Segments start
 // on multiples of 128 rows, so each 128-row half's first row names its expert (-1, or an id out of
 // range: padding, never addressed), and the halves may belong to one expert, two, or none. One pass
-// per expert over all of the block's K blocks; `halves` holds, two bits per pass, which halves (bit
-// h: math warpgroup h's rows) it multiplies. Fields rather than arrays: an array indexed by the pass
-// number would live in local memory.
+// per expert over all of the block's K blocks: `first` is the first pass's expert (-1: the block is
+// all padding, no pass), `second` the second pass's (-1: none). The producer threads need only these
+// two; a math warpgroup also needs which pass is its own (`pass_of_half`).
 struct TilePasses {
-  int count;
-  int first_group, second_group;
-  int halves;  // bits 2i, 2i + 1: the halves of pass i
+  int first, second;
 
-  __device__ __forceinline__ int group(int pass) const { return pass == 0 ? first_group : second_group; }
+  // The pass in which half h (math warpgroup h's rows, expert `group_of_half`) is multiplied; 2 if none.
+  __device__ __forceinline__ int pass_of_half(int group_of_half) const {
+    return group_of_half < 0 ? 2 : group_of_half == first ? 0 : 1;
+  }
+  __device__ __forceinline__ int count() const { return (first >= 0) + (second >= 0); }
 };
 
-__device__ __forceinline__ TilePasses contiguous_passes(const GemmProblem& p, int a_row) {
-  const auto expert = [&](int row) {
-    const int id = row < p.m ? __ldg(p.m_indices + row) : -1;
-    return id < p.num_groups ? id : -1;
-  };
-  const int first = expert(a_row), second = expert(a_row + 128);
-  TilePasses t{0, -1, -1, 0};
-  if (first >= 0) {
-    t.first_group = first;
-    t.halves = second == first ? 0b11 : 0b01;
-    t.count = 1;
-  }
-  if (second >= 0 && second != first) {
-    if (t.count == 0) {
-      t.first_group = second;
-      t.halves = 0b10;
-    } else {
-      t.second_group = second;
-      t.halves |= 0b10 << 2;
-    }
-    ++t.count;
-  }
-  return t;
+// The expert of 128-row half `half` of the contiguous layout's 256-row block `m_block`; -1 for
+// padding, an out-of-range id, or a half past M.
+__device__ __forceinline__ int half_group(const GemmProblem& p, int m_block, int half) {
+  const int row = m_block * 256 + half * 128;
+  const int id = row < p.m ? __ldg(p.m_indices + row) : -1;
+  return id < p.num_groups ? id : -1;
+}
+
+// `first_half`, `second_half`: the halves' experts (half_group).
+__device__ __forceinline__ TilePasses contiguous_passes(int first_half, int second_half) {
+  if (first_half < 0 || second_half == first_half) return {max(first_half, second_half), -1};
+  return {first_half, second_half};
 }
 
 }  // namespace hopperkit::gemm

@@ -77,18 +77,27 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
       while (scheduler.next(unit)) {
         int m_block, n_block;
         scheduler.blocks_of(unit, m_block, n_block);
+        MBlockRows block = resolve_m_block<T::kBlockM>(p, m_block);
+        // Per-half experts (traits.h kHalves): a block of two experts is two passes over K, the
+        // second with the second half's expert.
+        int second_pass = -1;
         if constexpr (T::kHalves) {
-          produce_halves_tile<T>(p, smem, st, turns, loads_tiles, m_block, n_block, num_k_blocks);
-          continue;
+          const TilePasses passes = contiguous_passes(block.group, half_group(p, m_block, 1));
+          block.group = passes.first;
+          second_pass = passes.second;
         }
-        const MBlockRows block = resolve_m_block<T::kBlockM>(p, m_block);
         if (block.group < 0) continue;
         const int kb_begin = scheduler.split_of(unit) * k_blocks_per_split;
         const int kb_end = min(num_k_blocks, kb_begin + k_blocks_per_split);
         if (loads_tiles) {
           produce_tile<T>(p, smem, st, turns, block, n_block, kb_begin, kb_end);
+          if (T::kHalves && second_pass >= 0) {
+            block.group = second_pass;
+            produce_tile<T>(p, smem, st, turns, block, n_block, kb_begin, kb_end);
+          }
         } else {
           produce_tile_scales_b<T>(p, smem, st, block.group, n_block, kb_begin, kb_end);
+          if (T::kHalves && second_pass >= 0) produce_tile_scales_b<T>(p, smem, st, second_pass, n_block, kb_begin, kb_end);
         }
       }
     }

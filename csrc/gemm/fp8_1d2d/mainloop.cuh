@@ -272,45 +272,30 @@ __device__ __forceinline__ void pass_stages_on(typename T::SharedStorage& smem, 
   }
 }
 
-// A producer thread's share of a 256-row block of the contiguous layout (traits.h kHalves): the
-// stages of one pass per expert of the block's halves, each over all K blocks (no split-K there).
-template <class T>
-__device__ __forceinline__ void produce_halves_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
-                                                    PipelineState<T::kStages>& st, StageTurns& turns, bool loads_tiles,
-                                                    int m_block, int n_block, int num_k_blocks) {
-  MBlockRows block = resolve_m_block<T::kBlockM>(p, m_block);
-  const TilePasses passes = contiguous_passes(p, block.a_row);
-  for (int pass = 0; pass < passes.count; ++pass) {
-    block.group = passes.group(pass);
-    if (loads_tiles) {
-      produce_tile<T>(p, smem, st, turns, block, n_block, 0, num_k_blocks);
-    } else {
-      produce_tile_scales_b<T>(p, smem, st, block.group, n_block, 0, num_k_blocks);
-    }
-  }
-}
-
-// A math warpgroup's share of such a block: pass by pass it multiplies where its half takes part
-// and passes the stages on otherwise; a half of no pass (padding) keeps zero sums. The pass list is
-// made warp-uniform, as the dense loop's `group` is (kernel.cuh).
+// A math warpgroup's share of a 256-row block of the contiguous layout (traits.h kHalves): it passes
+// on the stages of the pass before its own, multiplies in its own (a half of no pass, padding, keeps
+// zero sums: an empty K range) and passes on the stages of the pass after it. The experts are made
+// warp-uniform, as the dense loop's `group` is (kernel.cuh).
+// Shaped for ptxas: with a loop over the passes around mma_tile here, or around produce_tile in the
+// producer, or with the experts read through a helper that returned the pass list, it built the
+// wgmma descriptors in vector registers and moved them to uniform ones before every wgmma: 252-263
+// instructions per K block of the math loop against the dense 256x128 tile's 191 (this form: 205).
+// PERF (H200): that version ran the contiguous 4x8192, 4096x7168 problem 5-10% slower than the
+// 128x192 tiles, and 10-15% slower than the dense 256x128 kernel on the same number of rows.
 template <class T>
 __device__ __forceinline__ void mma_halves_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
                                                 PipelineState<T::kStages>& st, int warpgroup, AccumulatorRows rows,
                                                 int m_block, int n_block, int num_k_blocks,
                                                 float (&total)[T::kWaves][T::kBlockN / 2]) {
   static_assert(T::kWaves == 2, "a math warpgroup per 128-row half");
-  const TilePasses passes = contiguous_passes(p, m_block * T::kBlockM);
-  const int count = __shfl_sync(0xffffffffu, passes.count, 0);
-  const int halves = __shfl_sync(0xffffffffu, passes.halves, 0);
-#pragma unroll
-  for (int i = 0; i < T::kBlockN / 2; ++i) total[0][i] = total[1][i] = 0.0f;
-  for (int pass = 0; pass < count; ++pass) {
-    if ((halves >> (2 * pass + warpgroup)) & 1) {
-      mma_tile<T>(smem, st, warpgroup, rows, n_block, 0, num_k_blocks, total);
-    } else {
-      pass_stages_on<T>(smem, st, 0, num_k_blocks);
-    }
-  }
+  const int first_half = __shfl_sync(0xffffffffu, half_group(p, m_block, 0), 0);
+  const int second_half = __shfl_sync(0xffffffffu, half_group(p, m_block, 1), 0);
+  const TilePasses passes = contiguous_passes(first_half, second_half);
+  const int count = passes.count();
+  const int mine = min(passes.pass_of_half(warpgroup == 0 ? first_half : second_half), count);
+  pass_stages_on<T>(smem, st, 0, mine * num_k_blocks);
+  mma_tile<T>(smem, st, warpgroup, rows, n_block, 0, mine < count ? num_k_blocks : 0, total);
+  pass_stages_on<T>(smem, st, 0, max(count - mine - 1, 0) * num_k_blocks);
 }
 
 }  // namespace hopperkit::gemm
