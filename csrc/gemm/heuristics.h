@@ -22,18 +22,19 @@ struct TileCandidate {
 // The candidate with the lowest modelled time: waves of a persistent grid × the time of one tile
 // (its MMA work over its efficiency). Ties go to the earlier entry; 128-row tiles are skipped when a
 // problem has at most 64 rows, 256-row tiles when it has at most 128 (half of each tile would be
-// padding), and 256-row tiles where `allow_256_rows` is false.
+// padding), and 256-row tiles where `allow_256_rows` is false. `extra_256_row_blocks` more M blocks
+// are counted for 256-row tiles (the contiguous layout's second passes, see choose_fp8_1d2d_config).
 template <size_t kCount>
 inline TileCandidate pick_tile_by_waves(const TileCandidate (&candidates)[kCount], int m, int n, int num_sms,
-                                        int groups, bool allow_256_rows = false) {
+                                        int groups, bool allow_256_rows = false, int extra_256_row_blocks = 0) {
   TileCandidate best = candidates[0];
   double best_cost = INFINITY;
   for (const TileCandidate& c : candidates) {
     if (c.block_m > 64 && m <= c.block_m / 2) continue;
     if (m < c.min_rows) continue;
     if (c.block_m == 256 && !allow_256_rows) continue;
-    const long tiles =
-        static_cast<long>(groups) * ((m + c.block_m - 1) / c.block_m) * ((n + c.block_n - 1) / c.block_n);
+    const long m_blocks = (m + c.block_m - 1) / c.block_m + (c.block_m == 256 ? extra_256_row_blocks : 0);
+    const long tiles = static_cast<long>(groups) * m_blocks * ((n + c.block_n - 1) / c.block_n);
     const long waves = (tiles + num_sms - 1) / num_sms;
     const double cost = static_cast<double>(waves) * c.block_m * c.block_n / c.efficiency;
     if (cost < best_cost) {
@@ -117,10 +118,22 @@ inline int fp8_1d2d_raster_band(int block_m, int k) { return block_m == 256 && k
 // the last wave better but feed the tensor cores less per byte of shared memory.
 // `m` is the row count of one problem; `groups` independent problems of that size share the grid
 // (the masked MoE layout). Clusters are for the normal layout only (B multicast pairs vertically
-// adjacent tiles, which in the grouped layouts may belong to two experts), 256-row tiles for all
-// but the contiguous layout (whose expert segments are aligned to 128 rows).
+// adjacent tiles, which in the grouped layouts may belong to two experts).
+// The contiguous layout's `experts` (B's groups) matter to its 256-row tiles (traits.h kHalves):
+// segments are aligned to 128 rows, so a 256-row block may hold two experts and then runs two
+// passes over K, about the time of a second block. An expert boundary makes such a block when it
+// falls on an odd multiple of 128 rows, half of the time for segment lengths the host cannot see
+// (m_indices is on the device), so the model counts experts / 2 more M blocks for that tile: short
+// segments keep the 128-row tiles.
+// PERF (H200, benchmarks/ab_builds.py, two rounds, µs; the heuristic with `experts` more blocks /
+// 128x192 forced / 256x128 forced): contiguous G x rows per expert, N x K: 4 x 8192, 4096 x 7168
+// 1602 (256) / 1544 / 1512; 4 x 8192, 7168 x 2048 807 (256) / 859 / 787; 8 x 4096, 4096 x 7168
+// 1546 (256) / 1667 / 1605; 8 x 4096, 7168 x 2048 846 (192) / 840 / 779; 16 x 1024, 4096 x 7168
+// 796 (192) / 812 / 746; 32 x 384, 4096 x 7168 (16 blocks of two experts) 614 (192) / 616 / 731.
+// A round's spread was up to 6%. With experts / 2 the model takes 256 rows for the first four and
+// 128x192 for the last two (16 x 1024, whose boundaries all fall on multiples of 256, would gain).
 inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, GemmLayout layout = GemmLayout::kNormal,
-                                                int groups = 1) {
+                                                int groups = 1, int experts = 0) {
   // PERF (H200). The kernel runs at the power limit, so a tile's efficiency is mostly its operand
   // bytes per FLOP. Same-run TFLOPS, 128x192 / 128x128 (both with multicast): 4096x7168x16384
   // 1272 / 1250, 4096x24576x1536 1029-1106 / 959-1046, 4096x2112x7168 1111-1144 / 964-1004,
@@ -146,7 +159,8 @@ inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, GemmL
       layout == GemmLayout::kMGroupedMasked ? pick_tile_by_waves(kMaskedCandidates, m, n, num_sms, groups, true)
       : layout == GemmLayout::kNormal && fp8_1d2d_192_rows_fit(m)
           ? pick_tile_by_waves(kCandidatesWith192Rows, m, n, num_sms, groups, true)
-          : pick_tile_by_waves(kCandidates, m, n, num_sms, groups, layout != GemmLayout::kMGroupedContiguous);
+          : pick_tile_by_waves(kCandidates, m, n, num_sms, groups, true,
+                               layout == GemmLayout::kMGroupedContiguous ? experts / 2 : 0);
   Fp8Gemm1d2dConfig best{tile.block_m, tile.block_n, 1};
   // Multicast B across CTA pairs on adjacent M blocks whenever every pair has a partner: it halves
   // B's share of L2 traffic. PERF (H200): measured equal to no multicast on the M = 4096 shapes.

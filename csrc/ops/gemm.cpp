@@ -237,11 +237,11 @@ void m_grouped_fp8_gemm_nt_contiguous_1d2d(const at::Tensor& a, const at::Tensor
   check_sm90(a);
   c10::cuda::CUDAGuard guard(a.device());
 
-  gemm::Fp8Gemm1d2dConfig config = gemm::choose_fp8_1d2d_config(
-      static_cast<int>(m), static_cast<int>(n), static_cast<int>(num_sms), gemm::GemmLayout::kMGroupedContiguous);
+  gemm::Fp8Gemm1d2dConfig config =
+      gemm::choose_fp8_1d2d_config(static_cast<int>(m), static_cast<int>(n), static_cast<int>(num_sms),
+                                   gemm::GemmLayout::kMGroupedContiguous, 1, static_cast<int>(std::min<int64_t>(g, INT32_MAX)));
   const std::optional<bool> forced_staging = apply_config_override(config);
-  // 256-row tiles multiply each 128-row half with its own expert (fp8_1d2d/traits.h kHalves); the
-  // heuristic does not take them yet, HOPPERKIT_FP8_GEMM_CONFIG=256,128,1 does.
+  // 256-row tiles multiply each 128-row half with its own expert (fp8_1d2d/traits.h kHalves).
   const bool halves = config.block_m == 256 && config.block_n == 128;
   HK_CHECK_VALUE(config.cluster_m == 1 && (config.block_m <= 128 || halves),
                  "the contiguous GEMM runs without clusters and with BLOCK_M <= 128, the expert segment alignment, "
