@@ -280,8 +280,8 @@ __device__ __forceinline__ void pass_stages_on(typename T::SharedStorage& smem, 
 // producer, or with the experts read through a helper that returned the pass list, it built the
 // wgmma descriptors in vector registers and moved them to uniform ones before every wgmma: 252-263
 // instructions per K block of the math loop against the dense 256x128 tile's 191 (this form: 205).
-// PERF (H200): that version ran the contiguous 4x8192, 4096x7168 problem 5-10% slower than the
-// 128x192 tiles, and 10-15% slower than the dense 256x128 kernel on the same number of rows.
+// PERF (H200): that version ran the contiguous 4x8192, 4096x7168 problem at 0.91-0.97x the speed of
+// the 128x192 tiles, and 10-17% slower than the dense 256x128 kernel on the same number of rows.
 template <class T>
 __device__ __forceinline__ void mma_halves_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
                                                 PipelineState<T::kStages>& st, int warpgroup, AccumulatorRows rows,
