@@ -15,6 +15,7 @@ bitwise repeatability.
 from __future__ import annotations
 
 import random
+import re
 import zlib
 
 import pytest
@@ -114,13 +115,27 @@ def test_contiguous_forced_tiles(monkeypatch):
 HALVES_LAYOUT = ((0, 300), (-1, 128), (2, 128), (1, 37), (-1, 128), (3, 256), (4, 100), (5, 60))
 
 
-@pytest.mark.parametrize("n,k", [(576, 448), (4096, 1408)])
-def test_contiguous_256_row_tiles_with_an_expert_per_half(monkeypatch, n, k):
+@pytest.fixture
+def few_sms():
+    """set_num_sms(8) for the test, restored after it: small problems then span several waves."""
+    hopperkit.set_num_sms(8)
+    yield
+    hopperkit.set_num_sms(None)
+
+
+@pytest.mark.parametrize("n,k,a_multicast", [(576, 448, "off"), (4096, 1408, "off"), (768, 448, "on"),
+                                             (4096, 1408, "on")])
+def test_contiguous_256_row_tiles_with_an_expert_per_half(monkeypatch, request, n, k, a_multicast):
     """256-row tiles on the contiguous layout (fp8_1d2d/traits.h kHalves): each 128-row half is
     multiplied with its own expert, a block of two experts in two passes over K. NaN in the padding
     rows of A must reach no row; padding rows of D are 0. K = 1408: 11 K blocks per pass, an odd count
-    over a ring of 3 stages and two TMA threads taking turns."""
+    over a ring of 3 stages and two TMA threads taking turns. With A multicast (CTA pairs on two N
+    blocks of one M block, on 8 SMs so that it spans more than two waves), both CTAs of a pair run
+    the same passes, and each CTA several blocks."""
     monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", "256,128,1")
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_A_MULTICAST", a_multicast)
+    if a_multicast == "on":
+        request.getfixturevalue("few_sms")
     ids = []
     for e, rows in HALVES_LAYOUT:
         ids += [e] * rows + [-1] * (-rows % ALIGN)
@@ -140,6 +155,31 @@ def test_contiguous_256_row_tiles_with_an_expert_per_half(monkeypatch, n, k):
     assert torch.equal(d[pad], torch.zeros_like(d[pad])), "padding rows of D must be 0"
     for e in range(g):
         r = (m_indices == e).nonzero().flatten().cuda()
+        _check_rows(f"expert {e}", d[r], a[r], a_fp8[r], sfa[r], b[e], b_fp8[e], sfb[e])
+
+
+def test_contiguous_long_segments_take_256_row_tiles_sharing_a(monkeypatch):
+    """The heuristic's choice for long expert segments: 256-row tiles with an expert per half, on CTA
+    pairs that share A (traits BLOCK_M, BLOCK_N, cluster M, one-box staging, masked, cluster N,
+    per-half experts, from the launched kernel's name); and its result."""
+    for knob in ("HOPPERKIT_FP8_GEMM_CONFIG", "HOPPERKIT_FP8_GEMM_A_MULTICAST"):
+        monkeypatch.delenv(knob, raising=False)
+    g, rows, n, k = 2, 8192, 1024, 128
+    m_indices = torch.arange(g, dtype=torch.int32).repeat_interleave(rows)
+    gen = seeded_generator("cuda", "long-segments", g, rows, n, k)
+    a = block_scaled_randn(gen, g * rows, k)
+    b = block_scaled_randn(gen, g, n, k)
+    a_fp8, sfa = hopperkit.per_token_cast_to_fp8(a)
+    b_fp8, sfb = _quant_b(b)
+    d = poison_(torch.empty(g * rows, n, dtype=torch.bfloat16, device="cuda"))
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        hopperkit.m_grouped_fp8_gemm_nt_contiguous((a_fp8, sfa), (b_fp8, sfb), d, m_indices.cuda())
+        torch.cuda.synchronize()
+    launched = {re.sub(r"\s", "", re.search(r"Fp8Gemm1d2dTraits<([^>]*)>", e.name).group(1))
+                for e in prof.events() if "fp8_gemm_1d2d_kernel" in e.name}
+    assert launched == {"256,128,1,false,false,2,true"}, launched
+    for e in range(g):
+        r = slice(e * rows, (e + 1) * rows)
         _check_rows(f"expert {e}", d[r], a[r], a_fp8[r], sfa[r], b[e], b_fp8[e], sfb[e])
 
 

@@ -83,7 +83,8 @@ inline bool fp8_1d2d_192_rows_fit(int m) {
 //   7, 0.99 at 32, 1.00 at 64. The gain does not follow A's size (8 rows at M = 1 and 7): it is not
 //   L2 bandwidth. A 128×64 variant (65-128 rows) measured mixed, 1.02-1.05× at 100 rows and
 //   0.98-0.99× at 128, and is not compiled.
-// - 256×128 on grids of more than two waves (the box-per-box staging, fp8_1d2d_one_box_staging),
+// - 256×128 on grids of more than two waves (the box-per-box staging, fp8_1d2d_one_box_staging;
+//   the contiguous layout's 256-row tiles too, fp8_1d2d/README.md "A multicast on the contiguous"),
 //   in place of B multicast: a pair then reads 64 KiB of A and B per K block from L2 instead of 80.
 //   PERF (H200, the same calls in turns, L2 flushed, µs, A / B multicast): 4096×7168×16384 760.5 /
 //   764.4, 4096×24576×1536 264.6 / 267.6, 4096×4096×7168 185.2 / 187.2, 4096×7168×2048 102.9 /
@@ -132,6 +133,10 @@ inline int fp8_1d2d_raster_band(int block_m, int k) { return block_m == 256 && k
 // 796 (192) / 812 / 746; 32 x 384, 4096 x 7168 (16 blocks of two experts) 614 (192) / 616 / 731.
 // A round's spread was up to 6%. With experts / 2 the model takes 256 rows for the first four and
 // 128x192 for the last two (16 x 1024, whose boundaries all fall on multiples of 256, would gain).
+// An H100 run of that model, the 256-row tiles with A multicast, the same columns: 1537 (256) / 1648
+// / 1560, 791 (256) / 871 / 798, 1566 (256) / 1698 / 1460, 797 (256) / 860 / 807, 16 x 1024 814
+// (192) / 806 / 758 (the heuristic's and the forced 256-row runs are the same kernel: whole
+// processes differ by up to 7%).
 inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, GemmLayout layout = GemmLayout::kNormal,
                                                 int groups = 1, int experts = 0) {
   // PERF (H200). The kernel runs at the power limit, so a tile's efficiency is mostly its operand

@@ -247,7 +247,11 @@ void m_grouped_fp8_gemm_nt_contiguous_1d2d(const at::Tensor& a, const at::Tensor
                  "the contiguous GEMM runs without clusters and with BLOCK_M <= 128, the expert segment alignment, "
                  "or 256x128 tiles whose halves take an expert each (HOPPERKIT_FP8_GEMM_CONFIG)");
   choose_staging(config, ceil_div(m, config.block_m) * ceil_div(n, config.block_n), num_sms, forced_staging);
-  if (halves) config.one_box_staging = false;  // compiled with a store box per box only
+  if (halves) {
+    config.one_box_staging = false;  // compiled with a store box per box only
+    // CTA pairs on two N blocks of one M block share its A: the same experts, the same passes.
+    choose_a_multicast(config, m, n, /*cluster_splits=*/1, num_sms);
+  }
   gemm::Fp8Gemm1d2dParams p;
   p.layout = gemm::GemmLayout::kMGroupedContiguous;
   set_a_2d(p, a, sfa, config.block_m);

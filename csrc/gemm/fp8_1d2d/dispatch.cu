@@ -11,8 +11,9 @@ void run_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params, Fp8Gemm1d2dConfig config
                        cudaStream_t stream) {
   // The contiguous layout's 256-row tile multiplies each 128-row half with its own expert.
   if (params.layout == GemmLayout::kMGroupedContiguous && config.block_m == 256) {
-    HK_CHECK(config.block_n == 128 && config.cluster_m == 1 && config.cluster_n == 1 && !config.one_box_staging,
-             "the contiguous layout's 256-row tiles are compiled as 256x128 without clusters, a store box per box");
+    HK_CHECK(config.block_n == 128 && config.cluster_m == 1 && !config.one_box_staging,
+             "the contiguous layout's 256-row tiles are compiled as 256x128 without B multicast, a store box per box");
+    if (config.cluster_n == 2) return launch_fp8_gemm_1d2d<256, 128, 1, false, false, 2, true>(params, num_sms, pdl, stream);
     return launch_fp8_gemm_1d2d<256, 128, 1, false, false, 1, true>(params, num_sms, pdl, stream);
   }
   if (params.layout == GemmLayout::kMGroupedMasked) {

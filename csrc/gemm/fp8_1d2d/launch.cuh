@@ -35,10 +35,12 @@ void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params_in, int num_sms, bool 
   HK_CHECK(kClusterM == 1 || params.layout == GemmLayout::kNormal, "multicast GEMM is for the normal layout only");
   // A multicast pairs the N blocks 2j and 2j + 1 of an M block (TileScheduler kPairN): with an even
   // number of N blocks the units come in such pairs, and every CTA of an (even) persistent grid has
-  // a partner with as many units.
-  HK_CHECK(kClusterN == 1 || ((params.n + kBlockN - 1) / kBlockN % 2 == 0 && params.layout == GemmLayout::kNormal &&
-                              params.k_splits == 1),
-           "A multicast needs an even number of N blocks, the normal layout and no split-K");
+  // a partner with as many units. On the contiguous layout the pair's M block is one set of
+  // experts, so both CTAs run the same passes (traits.h kHalves).
+  HK_CHECK(kClusterN == 1 || ((params.n + kBlockN - 1) / kBlockN % 2 == 0 &&
+                              (params.layout == GemmLayout::kNormal || kHalves) && params.k_splits == 1),
+           "A multicast needs an even number of N blocks, the normal layout (or the contiguous one's "
+           "per-half experts) and no split-K");
   HK_CHECK((params.layout == GemmLayout::kMGroupedMasked) == kMasked && (!kMasked || params.k_splits == 1),
            "the masked layout runs its own instantiations (without split-K), and only it");
   // A contiguous-layout tile must not mix experts, whose segments are aligned to 128 rows only (a

@@ -45,8 +45,10 @@ struct Fp8Gemm1d2dTraits {
   static constexpr bool kMayLoadATail = kClusterN == 1 && !kMasked;
   static_assert((kClusterM == 1 || kClusterM == 2) && (kClusterN == 1 || kClusterN == 2) && kClusterSize <= 2,
                 "clusters of 1 or 2 CTAs, sharing B (kClusterM) or A (kClusterN)");
-  static_assert(!kHalves || (kBlockM_ == 256 && kClusterSize == 1 && !kMasked),
-                "per-half experts are for 256-row tiles of the contiguous layout, without clusters");
+  // Its CTA pairs may share A (kClusterN = 2): both CTAs of a pair take the same M block, so the
+  // same experts and passes, and only B, which is per expert, stays each CTA's own.
+  static_assert(!kHalves || (kBlockM_ == 256 && kClusterM == 1 && !kMasked),
+                "per-half experts are for 256-row tiles of the contiguous layout, with A multicast at most");
   // One staging box per warpgroup whatever the tile, the rest of shared memory to stages: for grids
   // of at most two waves (Fp8Gemm1d2dConfig::one_box_staging), see kStoreBuffers.
   static constexpr bool kOneBoxStaging = kOneBoxStaging_;
