@@ -244,7 +244,7 @@ void m_grouped_fp8_gemm_nt_contiguous_1d2d(const at::Tensor& a, const at::Tensor
   // 256-row tiles multiply each 128-row half with its own expert (fp8_1d2d/traits.h kHalves).
   const bool halves = config.block_m == 256 && config.block_n == 128;
   HK_CHECK_VALUE(config.cluster_m == 1 && (config.block_m <= 128 || halves),
-                 "the contiguous GEMM runs without clusters and with BLOCK_M <= 128, the expert segment alignment, "
+                 "the contiguous GEMM runs without B multicast and with BLOCK_M <= 128, the expert segment alignment, "
                  "or 256x128 tiles whose halves take an expert each (HOPPERKIT_FP8_GEMM_CONFIG)");
   choose_staging(config, ceil_div(m, config.block_m) * ceil_div(n, config.block_n), num_sms, forced_staging);
   if (halves) {
