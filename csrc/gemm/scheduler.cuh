@@ -158,6 +158,41 @@ __device__ __forceinline__ int half_group(const GemmProblem& p, int m_block, int
   return id < p.num_groups ? id : -1;
 }
 
+// What a math thread of the contiguous layout's 256-row block `m_block` needs to know of m_indices,
+// loaded together at the tile's start (one L2 round trip; read where they were used, at the start
+// and in the epilogue, they were two, in which neither math warpgroup issued a wgmma): both halves'
+// experts (half_group: the block's passes), its own warpgroup's (one of the two, loaded rather than
+// selected for the compiler's sake: mma_halves_tile) and the ids of its four result rows (a padding
+// row's D row is stored as 0).
+struct HalvesTileIds {
+  int first_half, second_half, own_half;
+  int rows[2][2];  // [wave][AccumulatorRows::row0, row0 + 8]; -1 past M
+
+  __device__ __forceinline__ void load(const GemmProblem& p, int m_block, int warpgroup, int row0) {
+    first_half = half_group(p, m_block, 0);
+    second_half = half_group(p, m_block, 1);
+    own_half = half_group(p, m_block, warpgroup);
+#pragma unroll
+    for (int w = 0; w < 2; ++w) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = m_block * 256 + warpgroup * 128 + w * 64 + row0 + 8 * r;
+        rows[w][r] = row < p.m ? __ldg(p.m_indices + row) : -1;
+      }
+    }
+  }
+  // Bit 2w + r: row r of wave w has an expert (tile_store's keep flags).
+  __device__ __forceinline__ uint32_t rows_with_expert() const {
+    uint32_t bits = 0;
+#pragma unroll
+    for (int w = 0; w < 2; ++w) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) bits |= uint32_t(rows[w][r] >= 0) << (2 * w + r);
+    }
+    return bits;
+  }
+};
+
 // `first_half`, `second_half`: the halves' experts (half_group).
 __device__ __forceinline__ TilePasses contiguous_passes(int first_half, int second_half) {
   if (first_half < 0 || second_half == first_half) return {max(first_half, second_half), -1};

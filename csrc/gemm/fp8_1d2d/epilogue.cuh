@@ -18,7 +18,8 @@ namespace hopperkit::gemm {
 template <class T>
 __device__ __forceinline__ void store_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem, int warpgroup,
                                            AccumulatorRows rows, const MBlockRows& block, int n_block,
-                                           const float (&total)[T::kWaves][T::kBlockN / 2]) {
+                                           const float (&total)[T::kWaves][T::kBlockN / 2],
+                                           uint32_t halves_rows_with_expert = 0) {
   const auto barrier = static_cast<Fp8GemmBarrier>(static_cast<int>(Fp8GemmBarrier::kEpilogueWarpgroup0) + warpgroup);
   // With a staging box for every box of the tile, a wave's boxes go in one round (one fence and
   // one barrier pair); with one box, box by box.
@@ -29,12 +30,14 @@ __device__ __forceinline__ void store_tile(const Fp8Gemm1d2dParams& p, typename 
     const int wave_row = warpgroup * T::kRowsPerWarpgroup + w * 64;  // within the block
     const int r_a = wave_row + rows.row0, r_b = r_a + 8;
     bool keep_a = r_a < block.valid_rows, keep_b = r_b < block.valid_rows;
-    if (p.layout == GemmLayout::kMGroupedContiguous) {
-      // With per-half experts (traits.h kHalves) block.group is the first half's: a half that no
-      // pass multiplied has zero sums instead.
-      const bool computed = T::kHalves || block.group >= 0;
-      keep_a = r_a < block.store_rows && computed && __ldg(p.m_indices + block.a_row + r_a) >= 0;
-      keep_b = r_b < block.store_rows && computed && __ldg(p.m_indices + block.a_row + r_b) >= 0;
+    if constexpr (T::kHalves) {
+      // The rows' ids were loaded with the tile's (HalvesTileIds); a half that no pass multiplied
+      // has zero sums.
+      keep_a = r_a < block.store_rows && (halves_rows_with_expert >> (2 * w) & 1u);
+      keep_b = r_b < block.store_rows && (halves_rows_with_expert >> (2 * w + 1) & 1u);
+    } else if (p.layout == GemmLayout::kMGroupedContiguous) {
+      keep_a = r_a < block.store_rows && block.group >= 0 && __ldg(p.m_indices + block.a_row + r_a) >= 0;
+      keep_b = r_b < block.store_rows && block.group >= 0 && __ldg(p.m_indices + block.a_row + r_b) >= 0;
     }
     const TileStoreTarget target{&p.tma_d, p.layout == GemmLayout::kMGroupedMasked, n_block * T::kBlockN,
                                  block.a_row + wave_row, block.a_group};

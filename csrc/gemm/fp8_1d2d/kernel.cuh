@@ -106,45 +106,63 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
     cutlass::arch::warpgroup_reg_alloc<T::kMathRegisters>();
     const AccumulatorRows rows(threadIdx.x % 128);
     float total[T::kWaves][T::kBlockN / 2];
-    while (scheduler.next(unit)) {
-      int m_block, n_block;
-      scheduler.blocks_of(unit, m_block, n_block);
-      if constexpr (T::kHalves) {
-        mma_halves_tile<T>(p, smem, st, warpgroup, rows, m_block, n_block, num_k_blocks, total);
-        store_tile<T>(p, smem, warpgroup, rows, resolve_m_block<T::kBlockM>(p, m_block), n_block, total);
-        continue;
+    if constexpr (T::kHalves) {
+      // The contiguous layout's 256-row tiles (traits.h kHalves). Kept inline: as a function of its
+      // own (the same code, with the scheduler and the stage state by reference) it compiled to 252
+      // instructions per K block, the wgmma descriptors in vector registers.
+      // The K loop's copy of row0 comes through a shuffle, which ptxas does not recompute: computed
+      // from threadIdx.x, the warpgroup's row offset was rebuilt in every K block (4 of the loop's 198
+      // instructions; with the shuffle 194, the dense 256x128 A-multicast loop's 195).
+      AccumulatorRows loop_rows = rows;
+      loop_rows.row0 = __shfl_sync(0xffffffffu, rows.row0, threadIdx.x % 32);
+      while (scheduler.next(unit)) {
+        int m_block, n_block;
+        scheduler.blocks_of(unit, m_block, n_block);
+        HalvesTileIds ids;
+        ids.load(p, m_block, warpgroup, rows.row0);
+        const uint32_t rows_with_expert = ids.rows_with_expert();
+        mma_halves_tile<T>(smem, st, warpgroup, loop_rows, ids, n_block, num_k_blocks, total);
+        // Decoded again rather than kept live across the mainloop, as in the dense loop.
+        scheduler.blocks_of(unit, m_block, n_block);
+        store_tile<T>(p, smem, warpgroup, rows, resolve_m_block<T::kBlockM>(p, m_block), n_block, total,
+                      rows_with_expert);
       }
-      // Warp-uniform for the compiler too (see the role above); blocks without any result row
-      // skip the mainloop: contiguous padding blocks store zeros; masked blocks past masked_m store
-      // nothing (a capture sized for the worst case would otherwise write zeros over most of D), and
-      // the masked instantiations' scheduler hands out none of them.
-      const int group = __shfl_sync(0xffffffffu, resolve_m_block<T::kBlockM>(p, m_block).group, 0);
-      if (group < 0 && p.layout == GemmLayout::kMGroupedMasked) continue;
-      const int kb_begin = scheduler.split_of(unit) * k_blocks_per_split;
-      const int kb_end = min(num_k_blocks, kb_begin + k_blocks_per_split);
-      if (group >= 0) {
-        mma_tile<T>(smem, st, warpgroup, rows, n_block, kb_begin, kb_end, total);
-      } else {
-#pragma unroll
-        for (int w = 0; w < T::kWaves; ++w) {
-#pragma unroll
-          for (int i = 0; i < T::kBlockN / 2; ++i) total[w][i] = 0.0f;
-        }
-      }
-      if (p.k_splits > 1) {
-        bool sums;
-        if constexpr (T::kSplitInCluster) {
-          sums = p.split_in_cluster
-                     ? split_k_fixup_in_cluster<T>(p, smem, scheduler.split_of(unit), total)
-                     : split_k_fixup<T>(p, smem, scheduler.tile_of(unit), scheduler.split_of(unit), total);
+    } else {
+      while (scheduler.next(unit)) {
+        int m_block, n_block;
+        scheduler.blocks_of(unit, m_block, n_block);
+        // Warp-uniform for the compiler too (see the role above); blocks without any result row
+        // skip the mainloop: contiguous padding blocks store zeros; masked blocks past masked_m store
+        // nothing (a capture sized for the worst case would otherwise write zeros over most of D), and
+        // the masked instantiations' scheduler hands out none of them.
+        const int group = __shfl_sync(0xffffffffu, resolve_m_block<T::kBlockM>(p, m_block).group, 0);
+        if (group < 0 && p.layout == GemmLayout::kMGroupedMasked) continue;
+        const int kb_begin = scheduler.split_of(unit) * k_blocks_per_split;
+        const int kb_end = min(num_k_blocks, kb_begin + k_blocks_per_split);
+        if (group >= 0) {
+          mma_tile<T>(smem, st, warpgroup, rows, n_block, kb_begin, kb_end, total);
         } else {
-          sums = split_k_fixup<T>(p, smem, scheduler.tile_of(unit), scheduler.split_of(unit), total);
+#pragma unroll
+          for (int w = 0; w < T::kWaves; ++w) {
+#pragma unroll
+            for (int i = 0; i < T::kBlockN / 2; ++i) total[w][i] = 0.0f;
+          }
         }
-        if (!sums) continue;
+        if (p.k_splits > 1) {
+          bool sums;
+          if constexpr (T::kSplitInCluster) {
+            sums = p.split_in_cluster
+                       ? split_k_fixup_in_cluster<T>(p, smem, scheduler.split_of(unit), total)
+                       : split_k_fixup<T>(p, smem, scheduler.tile_of(unit), scheduler.split_of(unit), total);
+          } else {
+            sums = split_k_fixup<T>(p, smem, scheduler.tile_of(unit), scheduler.split_of(unit), total);
+          }
+          if (!sums) continue;
+        }
+        // Decoded again rather than kept live across the mainloop: registers are at their limit.
+        scheduler.blocks_of(unit, m_block, n_block);
+        store_tile<T>(p, smem, warpgroup, rows, resolve_m_block<T::kBlockM>(p, m_block), n_block, total);
       }
-      // Decoded again rather than kept live across the mainloop: registers are at their limit.
-      scheduler.blocks_of(unit, m_block, n_block);
-      store_tile<T>(p, smem, warpgroup, rows, resolve_m_block<T::kBlockM>(p, m_block), n_block, total);
     }
     // The staging buffers must stay allocated until the last TMA stores have read them.
     if (threadIdx.x % 128 == 0) tma_store_wait_all();

@@ -279,22 +279,28 @@ __device__ __forceinline__ void pass_stages_on(typename T::SharedStorage& smem, 
 // Shaped for ptxas: with a loop over the passes around mma_tile here, or around produce_tile in the
 // producer, or with the experts read through a helper that returned the pass list, it built the
 // wgmma descriptors in vector registers and moved them to uniform ones before every wgmma: 252-263
-// instructions per K block of the math loop against the dense 256x128 tile's 191 (this form: 205).
-// PERF (H200): that version ran the contiguous 4x8192, 4096x7168 problem at 0.91-0.97x the speed of
-// the 128x192 tiles, and 10-17% slower than the dense 256x128 kernel on the same number of rows.
+// instructions per K block of the math loop against the dense 256x128 tile's 191 (this form: 191,
+// and 194 with A multicast). The warpgroup's own expert is loaded (HalvesTileIds::own_half) rather
+// than selected from the two by warpgroup, and its K range is shuffled: with the select, or with
+// the range computed in place, ptxas rebuilt the shared-memory base and the loop bound in every K
+// block (8 more instructions).
+// PERF (H200): that first version ran the contiguous 4x8192, 4096x7168 problem at 0.91-0.97x the
+// speed of the 128x192 tiles, and 10-17% slower than the dense 256x128 kernel on the same rows.
 template <class T>
-__device__ __forceinline__ void mma_halves_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
-                                                PipelineState<T::kStages>& st, int warpgroup, AccumulatorRows rows,
-                                                int m_block, int n_block, int num_k_blocks,
+__device__ __forceinline__ void mma_halves_tile(typename T::SharedStorage& smem, PipelineState<T::kStages>& st,
+                                                int warpgroup, AccumulatorRows rows, const HalvesTileIds& ids,
+                                                int n_block, int num_k_blocks,
                                                 float (&total)[T::kWaves][T::kBlockN / 2]) {
   static_assert(T::kWaves == 2, "a math warpgroup per 128-row half");
-  const int first_half = __shfl_sync(0xffffffffu, half_group(p, m_block, 0), 0);
-  const int second_half = __shfl_sync(0xffffffffu, half_group(p, m_block, 1), 0);
+  const int first_half = __shfl_sync(0xffffffffu, ids.first_half, 0);
+  const int second_half = __shfl_sync(0xffffffffu, ids.second_half, 0);
+  const int own_half = __shfl_sync(0xffffffffu, ids.own_half, 0);
   const TilePasses passes = contiguous_passes(first_half, second_half);
   const int count = passes.count();
-  const int mine = min(passes.pass_of_half(warpgroup == 0 ? first_half : second_half), count);
+  const int mine = min(passes.pass_of_half(own_half), count);
+  const int own_blocks = __shfl_sync(0xffffffffu, mine < count ? num_k_blocks : 0, 0);
   pass_stages_on<T>(smem, st, 0, mine * num_k_blocks);
-  mma_tile<T>(smem, st, warpgroup, rows, n_block, 0, mine < count ? num_k_blocks : 0, total);
+  mma_tile<T>(smem, st, warpgroup, rows, n_block, 0, own_blocks, total);
   pass_stages_on<T>(smem, st, 0, max(count - mine - 1, 0) * num_k_blocks);
 }
 
