@@ -21,6 +21,8 @@ Cases:
   fp8:MxNxK            fp8_gemm_nt, 1d2d recipe (BF16 D)
   bf16:MxNxK           bf16_gemm_nt, K-major operands, BF16 D
   fp8cont:GxRxNxK      m_grouped_fp8_gemm_nt_contiguous, G experts of R rows each
+  fp8contvar:GxRxNxK   the same with uneven routing: expert g gets round(R·U(0.25, 1.75)) rows (seeded,
+                       the same in every process), each segment padded to the layout's alignment
   fp8masked:GxMxNxK    m_grouped_fp8_gemm_nt_masked, every group at M rows (M_max = M)
   mla:BxSQxHQxSK       flash_mla_with_kvcache, BF16 cache, h_k = 1, causal, every request at SK tokens
 """
@@ -37,7 +39,7 @@ import sys
 import tempfile
 from typing import Callable, Dict, List, Sequence, Tuple
 
-KINDS = {"fp8": 3, "bf16": 3, "fp8cont": 4, "fp8masked": 4, "mla": 4}
+KINDS = {"fp8": 3, "bf16": 3, "fp8cont": 4, "fp8contvar": 4, "fp8masked": 4, "mla": 4}
 RESULT_TAG = "AB_BUILDS_RESULT "
 PACKAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "hopperkit")
 
@@ -126,16 +128,23 @@ def _case_call(kind: str, dims: Tuple[int, ...]) -> Tuple[Callable[[], object], 
         d = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
         return (lambda: hopperkit.bf16_gemm_nt(a, b, d),
                 lambda: calc_diff(d, ref_gemm.bf16_gemm_nt(a, b, out_dtype=torch.float32)))
-    if kind == "fp8cont":
+    if kind in ("fp8cont", "fp8contvar"):
         g, rows, n, k = dims
         b, sfb = zip(*(hopperkit.per_block_cast_to_fp8(randn(n, k).bfloat16()) for _ in range(g)))
         b, sfb = torch.stack(b), torch.stack(sfb)
         align = hopperkit.get_mk_alignment_for_contiguous_layout()
-        padded = -(-rows // align) * align
-        m_indices = torch.arange(g, dtype=torch.int32, device=dev).repeat_interleave(padded)
-        m_indices.view(g, padded)[:, rows:] = -1
-        a, sfa = hopperkit.per_token_cast_to_fp8(randn(g * padded, k).bfloat16())
-        d = torch.empty(g * padded, n, dtype=torch.bfloat16, device=dev)
+        if kind == "fp8cont":
+            counts = [rows] * g
+        else:
+            uniform = torch.rand(g, generator=torch.Generator().manual_seed(1))
+            counts = [round(rows * (0.25 + 1.5 * u)) for u in uniform.tolist()]
+        ids = []
+        for e, count in enumerate(counts):
+            padded = -(-count // align) * align
+            ids += [e] * count + [-1] * (padded - count)
+        m_indices = torch.tensor(ids, dtype=torch.int32, device=dev)
+        a, sfa = hopperkit.per_token_cast_to_fp8(randn(len(ids), k).bfloat16())
+        d = torch.empty(len(ids), n, dtype=torch.bfloat16, device=dev)
         return (lambda: hopperkit.m_grouped_fp8_gemm_nt_contiguous((a, sfa), (b, sfb), d, m_indices),
                 lambda: calc_diff(d, ref_gemm.m_grouped_fp8_gemm_nt_contiguous(a, sfa, b, sfb, m_indices)))
     if kind == "fp8masked":

@@ -503,7 +503,8 @@ def test_ab_builds_cases_and_report():
     ab = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ab)
     assert ab.parse_case("fp8cont:4x8192x4096x7168") == ("fp8cont", (4, 8192, 4096, 7168))
-    for bad in ("fp8:1x2", "gemm:1x2x3", "mla:1x1x128x0", "bf16:4096x7168xK"):
+    assert ab.parse_case("fp8contvar:32x256x7168x2048") == ("fp8contvar", (32, 256, 7168, 2048))
+    for bad in ("fp8:1x2", "gemm:1x2x3", "mla:1x1x128x0", "bf16:4096x7168xK", "fp8contvar:32x256x7168"):
         with pytest.raises(ValueError):
             ab.parse_case(bad)
     runs = [{"build": b, "cases": {"fp8:1x2x3": {"us": us, "diff": 1e-7}}}
