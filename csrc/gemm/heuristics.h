@@ -137,6 +137,18 @@ inline int fp8_1d2d_raster_band(int block_m, int k) { return block_m == 256 && k
 // / 1560, 791 (256) / 871 / 798, 1566 (256) / 1698 / 1460, 797 (256) / 860 / 807, 16 x 1024 814
 // (192) / 806 / 758 (the heuristic's and the forced 256-row runs are the same kernel: whole
 // processes differ by up to 7%).
+// With the 256-row tiles' ids loaded at the tile's start (an H100, the same script, two rounds, µs;
+// the heuristic / 128x192 / 256x128 / 128x128 forced; `fp8contvar` gives expert g round(R·U(0.25,
+// 1.75)) rows, uneven routing): 16 x 1024, 4096 x 7168 801 (192) / 792 / 728 / 827; 16 x 1024,
+// 7168 x 2048 429 (192) / 433 / 396 / 475; 8 x 2048, 7168 x 2048 420 (192) / 423 / 388 / 467;
+// 32 x 384, 4096 x 7168 (16 blocks of two experts) 645 (192) / 630 / 760 / 692; uneven 32 x ~256,
+// 4096 x 7168 (19 of 41 blocks of two experts) 544 (192) / 538 / 813 / 590, 7168 x 2048 298 (192) /
+// 299 / 460 / 322; uneven 16 x ~512, 4096 x 7168 (10 of 37) 510 (128) / 481 / 583 / 512; uneven
+// 64 x ~128, 7168 x 2048 (33 of 49) 475 (192) / 479 / 575 / 448. A block of two experts costs
+// about two blocks, as modelled. Where no block has two (every boundary on a multiple of 256 rows)
+// the 256-row tiles are 8-10% faster than the 128x192 pick, and an efficiency high enough to take
+// them there (1.25) would also take them for the uneven 16 x ~512 problem, 14% slower than the
+// pick; the host cannot see the boundaries, so the rule stays.
 inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, GemmLayout layout = GemmLayout::kNormal,
                                                 int groups = 1, int experts = 0) {
   // PERF (H200). The kernel runs at the power limit, so a tile's efficiency is mostly its operand
