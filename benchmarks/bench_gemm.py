@@ -13,6 +13,8 @@ Sections (``--only`` picks some, repeatable; all four by default):
            ("cuBLAS×G") and vs ``torch._scaled_grouped_mm`` with per-row scales ("rowwise-grp*": one
            launch, a coarser recipe, unit scales, output not checked). "mask4096" rows: the masked GEMM
            with M_max = 4096 and a few rows per group (DeepGEMM's test setting), valid rows counted.
+           "uneven" rows: the contiguous GEMM with uneven expert sizes, each segment padded to 128 rows
+           (a MoE prefill's layout), valid rows counted.
   wgrad    FP8 1d1d (1×128 scales on both operands, FP32 D = C + A·Bᵀ accumulated in place):
            ``fp8_gemm_nt(..., c=d, recipe=(1, 1, 128))`` and ``k_grouped_fp8_gemm_nt_contiguous`` vs a BF16
            ``torch.mm`` of the same shape (once per group for k-grouped): no cuBLAS call has this recipe, so
@@ -73,6 +75,9 @@ QUICK_NK = ((7168, 16384), (2112, 7168), (24576, 1536))
 
 GROUPED_NK = ((4096, 7168), (7168, 2048))
 CONTIG_GM = ((4, 8192), (8, 4096))  # (groups, rows per group)
+# (experts, mean rows per expert) of the "uneven" rows: the contiguous layout as a MoE prefill feeds it
+# (_uneven_counts), segments ending anywhere on the 128-row grid.
+CONTIG_UNEVEN_GM = ((32, 256),)
 MASKED_GM = ((4, 256), (8, 128), (32, 32))  # (groups, masked_m = M_max per group)
 # (groups, expected rows): M_max = 4096 per group and masked_m = expected × U(0.7, 1.3), DeepGEMM's
 # masked test setting: a CUDA graph sized for the worst case, used by a few rows per expert.
@@ -400,6 +405,7 @@ def _grouped_cases(quick: bool) -> list[tuple[str, int, int, int, int]]:
         return ([("contiguous", g, r, n, k) for (g, r), (n, k) in QUICK_CONTIG]
                 + [("masked", g, m, n, k) for (g, m), (n, k) in QUICK_MASKED])
     return ([("contiguous", g, r, n, k) for g, r in CONTIG_GM for n, k in GROUPED_NK]
+            + [("uneven", g, m, n, k) for g, m in CONTIG_UNEVEN_GM for n, k in GROUPED_NK]
             + [("masked", g, m, n, k) for g, m in MASKED_GM for n, k in GROUPED_NK]
             + [("mask4096", g, m, n, k) for g, m in MASKED_SPARSE_GM for n, k in GROUPED_NK])
 
@@ -407,6 +413,8 @@ def _grouped_cases(quick: bool) -> list[tuple[str, int, int, int, int]]:
 def _fp8_grouped_case(dev: torch.device, timer: Timer, layout: str, g: int, m: int, n: int, k: int) -> dict:
     if layout == "mask4096":
         return _fp8_masked_sparse_case(dev, timer, g, m, n, k)
+    if layout == "uneven":
+        return _fp8_contiguous_uneven_case(dev, timer, g, m, n, k)
     kernel = _ops.use_kernel(f"m_grouped_fp8_gemm_nt_{layout}", dev)
     b = torch.randn(g, n, k, dtype=torch.bfloat16, device=dev)
     b_fp8, sfb = _quantize_groups(b)
@@ -529,6 +537,83 @@ def _fp8_masked_sparse_case(dev: torch.device, timer: Timer, g: int, expected: i
         "cublas_loop_refused": loop_refused, "ratio_cublas_loop": ratio(loop_us, row["hk_us"]),
         "rowwise_grouped_us": None, "rowwise_grouped_refused": "not run: it would multiply every row of M_max",
         "ratio_rowwise_grouped": None,
+    })
+    return row
+
+
+def _uneven_counts(g: int, mean: int, n: int, k: int) -> list[int]:
+    """Rows per expert of an "uneven" row: round(mean × U(0.25, 1.75)), a router's imbalance (some experts
+    below one 128-row block, some above three), seeded by the shape."""
+    rnd = random.Random(zlib.crc32(repr(("uneven", g, mean, n, k)).encode()))
+    return [round(mean * rnd.uniform(0.25, 1.75)) for _ in range(g)]
+
+
+def _fp8_contiguous_uneven_case(dev: torch.device, timer: Timer, g: int, mean: int, n: int, k: int) -> dict:
+    """The contiguous GEMM with expert e's rows (_uneven_counts) padded to the layout's alignment, as a MoE
+    prefill lays them out: a segment ends anywhere on the 128-row grid, so a 256-row block may hold two
+    experts. FLOPs and bytes count the valid rows (and all of B); D is checked on every row (a padding
+    row must be 0); cuBLAS×G multiplies each expert's rows (rounded up to 4); the per-row grouped call
+    runs the padded segments."""
+    kernel = _ops.use_kernel("m_grouped_fp8_gemm_nt_contiguous", dev)
+    counts = _uneven_counts(g, mean, n, k)
+    align = hopperkit.get_mk_alignment_for_contiguous_layout()
+    starts, m_sum = [], 0
+    for c in counts:
+        starts.append(m_sum)
+        m_sum += cdiv(c, align) * align
+    ids = torch.full((m_sum,), -1, dtype=torch.int32)
+    for e, (s, c) in enumerate(zip(starts, counts)):
+        ids[s:s + c] = e
+    m_indices = ids.to(dev)
+    b = torch.randn(g, n, k, dtype=torch.bfloat16, device=dev)
+    b_fp8, sfb = _quantize_groups(b)
+    sb = cublas_sfb(sfb)
+    a = torch.randn(m_sum, k, dtype=torch.bfloat16, device=dev)
+    a_fp8, sfa = _quantize_rows(a)
+    d = torch.empty(m_sum, n, dtype=torch.bfloat16, device=dev)
+    ref = torch.zeros(m_sum, n, dtype=torch.bfloat16, device=dev)
+    for e, (s, c) in enumerate(zip(starts, counts)):
+        ref[s:s + c] = (a[s:s + c].float() @ b[e].float().t()).to(torch.bfloat16)
+    valid, kb = sum(counts), cdiv(k, 128)
+    flops = 2 * valid * n * k
+    nbytes = valid * (k + 4 * kb + 2 * n) + g * (n * k + 4 * cdiv(n, 128) * kb) + 4 * m_sum
+    rounded = [cdiv(c, 4) * 4 for c in counts]  # within the segment: align is a multiple of 4
+    a_g = [a_fp8[s:s + r] for s, r in zip(starts, rounded)]
+    sa_g = [cublas_sfa(sfa[s:s + r]) for s, r in zip(starts, rounded)]
+    offs = torch.tensor([s + cdiv(c, align) * align for s, c in zip(starts, counts)], dtype=torch.int32, device=dev)
+    ones_a = torch.ones(m_sum, dtype=torch.float32, device=dev)
+    ones_b = torch.ones(g, n, dtype=torch.float32, device=dev)
+
+    def call():
+        hopperkit.m_grouped_fp8_gemm_nt_contiguous((a_fp8, sfa), (b_fp8, sfb), d, m_indices)
+
+    def cublas_loop():
+        return [cublas_blockwise(a_g[i], sa_g[i], b_fp8[i], sb[i]) for i in range(g)]
+
+    def rowwise_grouped():
+        return torch._scaled_grouped_mm(a_fp8, b_fp8.transpose(1, 2), ones_a, ones_b, offs=offs,
+                                        out_dtype=torch.bfloat16)
+
+    baselines = {}
+    loop_out, loop_refused = _try(cublas_loop)
+    loop_diff = None
+    if loop_out is not None:
+        loop_diff = calc_diff(torch.cat([x[:c] for x, c in zip(loop_out, counts)]),
+                              torch.cat([ref[s:s + c] for s, c in zip(starts, counts)]))
+        baselines["cublas_loop"] = cublas_loop
+    _, rw_refused = _try(rowwise_grouped)
+    if rw_refused is None:
+        baselines["rowwise_grouped"] = rowwise_grouped
+    row = {"layout": "uneven", "groups": g, "m_per_group": mean, "n": n, "k": k, "m_sum": m_sum, "rows": counts}
+    fields, times = _measure_hopperkit(timer, kernel, reference_seconds(m_sum, n, k, evaluations=g), call, d, ref,
+                                       flops, nbytes, baselines=baselines)
+    row.update(fields)
+    loop_us, rw_us = times.get("cublas_loop"), times.get("rowwise_grouped")
+    row.update({
+        "cublas_loop_us": loop_us, "cublas_loop_tflops": tflops(flops, loop_us), "cublas_loop_diff": loop_diff,
+        "cublas_loop_refused": loop_refused, "ratio_cublas_loop": ratio(loop_us, row["hk_us"]),
+        "rowwise_grouped_us": rw_us, "rowwise_grouped_tflops": tflops(flops, rw_us),
+        "rowwise_grouped_refused": rw_refused, "ratio_rowwise_grouped": ratio(rw_us, row["hk_us"]),
     })
     return row
 
@@ -1012,6 +1097,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               "coarser recipe")
         print(f"mask4096: M_max = {MASKED_SPARSE_M_MAX} rows per group, masked_m = m/grp × U(0.7, 1.3) (DeepGEMM's "
               "masked test setting); TFLOPS and GB/s count the valid rows, cuBLAS×G multiplies only those (rounded up to 4)")
+        if any(r["layout"] == "uneven" for r in results["grouped"]):
+            print("uneven: the contiguous layout with expert e at round(m/grp × U(0.25, 1.75)) rows, each segment "
+                  "padded to 128 rows (a MoE prefill's routing); TFLOPS and GB/s count the valid rows")
     if "wgrad" in results:
         print_table("FP8 1d1d weight gradient (FP32 D += A·Bᵀ in place; diff vs C + the product of the unquantized "
                     "inputs, C separate from D); baseline: BF16 torch.mm of the same shape", WGRAD_COLUMNS,
