@@ -460,16 +460,23 @@ def _fp8_grouped_case(dev: torch.device, timer: Timer, layout: str, g: int, m: i
     def cublas_loop():
         return [cublas_blockwise(a_g[i], sa_g[i], b_fp8[i], sb[i]) for i in range(g)]
 
-    baselines = {}
     loop_out, loop_refused = _try(cublas_loop)
-    loop_diff = None
-    if loop_out is not None:
-        loop_diff = calc_diff(torch.cat(loop_out).view(ref.shape), ref)
-        baselines["cublas_loop"] = cublas_loop
+    loop_diff = None if loop_out is None else calc_diff(torch.cat(loop_out).view(ref.shape), ref)
+    row = {"layout": layout, "groups": g, "m_per_group": m, "n": n, "k": k}
+    return _measure_grouped_row(timer, kernel, est, call, d, ref, flops, nbytes, row,
+                                cublas_loop, loop_refused, loop_diff, rowwise_grouped)
+
+
+def _measure_grouped_row(timer: Timer, kernel: bool, est: float, call: Callable[[], None], d: torch.Tensor,
+                         ref: torch.Tensor, flops: int, nbytes: int, row: dict,
+                         cublas_loop: Callable[[], object], loop_refused: Optional[str], loop_diff: Optional[float],
+                         rowwise_grouped: Callable[[], object]) -> dict:
+    """Check and time a grouped row's call with its baselines (cuBLAS×G unless it was refused, the per-row
+    grouped call where torch takes it) and fill in ``row``."""
+    baselines = {} if loop_refused is not None else {"cublas_loop": cublas_loop}
     _, rw_refused = _try(rowwise_grouped)
     if rw_refused is None:
         baselines["rowwise_grouped"] = rowwise_grouped
-    row = {"layout": layout, "groups": g, "m_per_group": m, "n": n, "k": k}
     fields, times = _measure_hopperkit(timer, kernel, est, call, d, ref, flops, nbytes, baselines=baselines)
     row.update(fields)
     loop_us, rw_us = times.get("cublas_loop"), times.get("rowwise_grouped")
@@ -594,28 +601,14 @@ def _fp8_contiguous_uneven_case(dev: torch.device, timer: Timer, g: int, mean: i
         return torch._scaled_grouped_mm(a_fp8, b_fp8.transpose(1, 2), ones_a, ones_b, offs=offs,
                                         out_dtype=torch.bfloat16)
 
-    baselines = {}
     loop_out, loop_refused = _try(cublas_loop)
     loop_diff = None
     if loop_out is not None:
         loop_diff = calc_diff(torch.cat([x[:c] for x, c in zip(loop_out, counts)]),
                               torch.cat([ref[s:s + c] for s, c in zip(starts, counts)]))
-        baselines["cublas_loop"] = cublas_loop
-    _, rw_refused = _try(rowwise_grouped)
-    if rw_refused is None:
-        baselines["rowwise_grouped"] = rowwise_grouped
     row = {"layout": "uneven", "groups": g, "m_per_group": mean, "n": n, "k": k, "m_sum": m_sum, "rows": counts}
-    fields, times = _measure_hopperkit(timer, kernel, reference_seconds(m_sum, n, k, evaluations=g), call, d, ref,
-                                       flops, nbytes, baselines=baselines)
-    row.update(fields)
-    loop_us, rw_us = times.get("cublas_loop"), times.get("rowwise_grouped")
-    row.update({
-        "cublas_loop_us": loop_us, "cublas_loop_tflops": tflops(flops, loop_us), "cublas_loop_diff": loop_diff,
-        "cublas_loop_refused": loop_refused, "ratio_cublas_loop": ratio(loop_us, row["hk_us"]),
-        "rowwise_grouped_us": rw_us, "rowwise_grouped_tflops": tflops(flops, rw_us),
-        "rowwise_grouped_refused": rw_refused, "ratio_rowwise_grouped": ratio(rw_us, row["hk_us"]),
-    })
-    return row
+    return _measure_grouped_row(timer, kernel, reference_seconds(m_sum, n, k, evaluations=g), call, d, ref, flops,
+                                nbytes, row, cublas_loop, loop_refused, loop_diff, rowwise_grouped)
 
 
 def run_grouped(dev: torch.device, timer: Timer) -> list[dict]:
