@@ -843,6 +843,15 @@ def _bf16_k_grouped_case(dev: torch.device, timer: Timer, g: int, m: int, n: int
     return row
 
 
+def _bf16_grouped_cases(quick: bool) -> list[tuple[str, int, int, int, int]]:
+    """The grouped rows of the BF16 section: the FP8 section's but for the "uneven" rows (the FP8
+    contiguous GEMM's alone); --quick keeps one contiguous and one masked row."""
+    cases = [c for c in _grouped_cases(quick) if c[0] != "uneven"]
+    if quick:
+        cases = [c for c in cases if c[0] == "contiguous"][:1] + [c for c in cases if c[0] == "masked"][-1:]
+    return cases
+
+
 def run_bf16(dev: torch.device, timer: Timer, ms: Optional[Sequence[int]] = None) -> list[dict]:
     rows = []
     dense = ([(m, n, k) for n, k in (QUICK_NK if timer.quick else DENSE_NK) for m in ms] if ms
@@ -853,9 +862,7 @@ def run_bf16(dev: torch.device, timer: Timer, ms: Optional[Sequence[int]] = None
         _progress(f"[bf16] dense M={m} N={n} K={k}: {time.time() - start:.1f} s")
     if ms:  # an M sweep of the dense GEMMs only
         return rows
-    cases = _grouped_cases(timer.quick)
-    if timer.quick:  # one contiguous and one masked case
-        cases = [c for c in cases if c[0] == "contiguous"][:1] + [c for c in cases if c[0] == "masked"][-1:]
+    cases = _bf16_grouped_cases(timer.quick)
     for layout, g, m, n, k in cases:
         start = time.time()
         if layout == "mask4096":

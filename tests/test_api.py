@@ -513,3 +513,29 @@ def test_ab_builds_cases_and_report():
     assert row["base"]["us"] == 11.0 and row["new"]["us"] == 8.5 and row["new"]["ratio"] == pytest.approx(11.0 / 8.5)
     assert (row["new"]["min_us"], row["new"]["max_us"], row["new"]["runs"]) == (8.0, 9.0, 3)
     assert "fp8:1x2x3" in ab.format_report(["base", "new"], [row])
+
+
+def test_bench_gemm_case_lists_name_public_ops():
+    """benchmarks/bench_gemm.py: every grouped row of its sections times an op the package has (a row
+    kind of one section must not reach another's op lookup), in the full and the --quick lists."""
+    import importlib.util
+    import os
+
+    from hopperkit import _ops
+
+    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "bench_gemm.py")
+    spec = importlib.util.spec_from_file_location("bench_gemm", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    fp8_layouts = {"contiguous", "masked", "mask4096", "uneven"}
+    bf16_ops = {"contiguous": "m_grouped_bf16_gemm_nt_contiguous", "masked": "m_grouped_bf16_gemm_nt_masked",
+                "mask4096": "m_grouped_bf16_gemm_nt_masked"}
+    for quick in (False, True):
+        fp8 = bench._grouped_cases(quick)
+        bf16 = bench._bf16_grouped_cases(quick)
+        assert fp8 and bf16
+        assert {c[0] for c in fp8} <= fp8_layouts
+        assert {c[0] for c in bf16} <= set(bf16_ops)
+        for layout, *_ in bf16:
+            assert bf16_ops[layout] in _ops.PUBLIC_OP_KERNELS
+    assert {c[0] for c in bench._bf16_grouped_cases(False)} == {"contiguous", "masked", "mask4096"}
