@@ -107,7 +107,7 @@ def _case_call(kind: str, dims: Tuple[int, ...]) -> Tuple[Callable[[], object], 
     import hopperkit
     from hopperkit.reference import gemm as ref_gemm
     from hopperkit.reference import mla as ref_mla
-    from hopperkit.testing import calc_diff, paged_decode_inputs
+    from hopperkit.testing import calc_diff, contiguous_m_indices, paged_decode_inputs
 
     dev = torch.device("cuda")
     gen = torch.Generator(device=dev).manual_seed(0)
@@ -138,13 +138,10 @@ def _case_call(kind: str, dims: Tuple[int, ...]) -> Tuple[Callable[[], object], 
         else:
             uniform = torch.rand(g, generator=torch.Generator().manual_seed(1))
             counts = [round(rows * (0.25 + 1.5 * u)) for u in uniform.tolist()]
-        ids = []
-        for e, count in enumerate(counts):
-            padded = -(-count // align) * align
-            ids += [e] * count + [-1] * (padded - count)
-        m_indices = torch.tensor(ids, dtype=torch.int32, device=dev)
-        a, sfa = hopperkit.per_token_cast_to_fp8(randn(len(ids), k).bfloat16())
-        d = torch.empty(len(ids), n, dtype=torch.bfloat16, device=dev)
+        ids, _ = contiguous_m_indices(list(enumerate(counts)), align)
+        m_indices = ids.to(dev)
+        a, sfa = hopperkit.per_token_cast_to_fp8(randn(ids.numel(), k).bfloat16())
+        d = torch.empty(ids.numel(), n, dtype=torch.bfloat16, device=dev)
         return (lambda: hopperkit.m_grouped_fp8_gemm_nt_contiguous((a, sfa), (b, sfb), d, m_indices),
                 lambda: calc_diff(d, ref_gemm.m_grouped_fp8_gemm_nt_contiguous(a, sfa, b, sfb, m_indices)))
     if kind == "fp8masked":

@@ -64,7 +64,8 @@ import torch
 
 import hopperkit
 from hopperkit import _ops
-from hopperkit.testing import FLUSH_MODES, bench, bench_interleaved, calc_diff, poison_, warm_up_gpu
+from hopperkit.testing import (FLUSH_MODES, bench, bench_interleaved, calc_diff, contiguous_m_indices, poison_,
+                               warm_up_gpu)
 
 SECTIONS = ("dense", "grouped", "wgrad", "bf16")
 
@@ -564,14 +565,8 @@ def _fp8_contiguous_uneven_case(dev: torch.device, timer: Timer, g: int, mean: i
     kernel = _ops.use_kernel("m_grouped_fp8_gemm_nt_contiguous", dev)
     counts = _uneven_counts(g, mean, n, k)
     align = hopperkit.get_mk_alignment_for_contiguous_layout()
-    starts, m_sum = [], 0
-    for c in counts:
-        starts.append(m_sum)
-        m_sum += cdiv(c, align) * align
-    ids = torch.full((m_sum,), -1, dtype=torch.int32)
-    for e, (s, c) in enumerate(zip(starts, counts)):
-        ids[s:s + c] = e
-    m_indices = ids.to(dev)
+    ids, starts = contiguous_m_indices(list(enumerate(counts)), align)
+    m_sum, m_indices = ids.numel(), ids.to(dev)
     b = torch.randn(g, n, k, dtype=torch.bfloat16, device=dev)
     b_fp8, sfb = _quantize_groups(b)
     sb = cublas_sfb(sfb)

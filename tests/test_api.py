@@ -539,3 +539,15 @@ def test_bench_gemm_case_lists_name_public_ops():
         for layout, *_ in bf16:
             assert bf16_ops[layout] in _ops.PUBLIC_OP_KERNELS
     assert {c[0] for c in bench._bf16_grouped_cases(False)} == {"contiguous", "masked", "mask4096"}
+
+
+def test_contiguous_m_indices_layout():
+    """hopperkit.testing.contiguous_m_indices: each segment's rows, then -1 to the next aligned row."""
+    from hopperkit.testing import contiguous_m_indices
+
+    ids, starts = contiguous_m_indices([(0, 3), (2, 0), (-1, 4), (1, 4), (3, 5)], alignment=4)
+    assert ids.dtype == torch.int32 and ids.device.type == "cpu"
+    assert ids.tolist() == [0, 0, 0, -1, -1, -1, -1, -1, 1, 1, 1, 1, 3, 3, 3, 3, 3, -1, -1, -1]
+    assert starts == [0, 4, 4, 8, 12]
+    empty, none = contiguous_m_indices([])
+    assert empty.numel() == 0 and none == []

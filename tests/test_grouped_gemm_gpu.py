@@ -23,7 +23,8 @@ import torch
 
 import hopperkit
 from hopperkit.reference import gemm as ref_gemm
-from hopperkit.testing import assert_fp8_gemm_close, block_scaled_randn, capture_graph, poison_, seeded_generator
+from hopperkit.testing import (assert_fp8_gemm_close, block_scaled_randn, capture_graph, contiguous_m_indices, poison_,
+                               seeded_generator)
 
 pytestmark = pytest.mark.gpu
 
@@ -51,13 +52,8 @@ def _contiguous_case(g: int, expected: int, n: int, k: int, psum: bool, seed: in
     if g > 2:
         counts[1] = 0  # an empty expert
         counts[2] = min(counts[2], 37)  # fewer rows than a tile
-    starts, m = [], 0
-    for c in counts:
-        starts.append(m)
-        m += -(-c // ALIGN) * ALIGN
-    m_indices = torch.full((m,), -1, dtype=torch.int32)
-    for e, (s, c) in enumerate(zip(starts, counts)):
-        m_indices[s : s + c] = e
+    m_indices, starts = contiguous_m_indices(list(enumerate(counts)), ALIGN)
+    m = m_indices.numel()
     a = block_scaled_randn(gen, m, k)
     b = block_scaled_randn(gen, g, n, k)
     a_fp8, sfa = hopperkit.per_token_cast_to_fp8(a)
@@ -136,10 +132,7 @@ def test_contiguous_256_row_tiles_with_an_expert_per_half(monkeypatch, request, 
     monkeypatch.setenv("HOPPERKIT_FP8_GEMM_A_MULTICAST", a_multicast)
     if a_multicast == "on":
         request.getfixturevalue("few_sms")
-    ids = []
-    for e, rows in HALVES_LAYOUT:
-        ids += [e] * rows + [-1] * (-rows % ALIGN)
-    m_indices = torch.tensor(ids, dtype=torch.int32)
+    m_indices, _ = contiguous_m_indices(HALVES_LAYOUT, ALIGN)
     m, g = m_indices.numel(), 6
     gen = seeded_generator("cuda", "halves", n, k)
     a = block_scaled_randn(gen, m, k)

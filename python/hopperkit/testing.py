@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import math
 import zlib
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import torch
 
-__all__ = ["calc_diff", "cos_diff", "assert_close", "poison_", "seeded_generator", "block_scaled_randn",
+__all__ = ["calc_diff", "cos_diff", "assert_close", "poison_", "seeded_generator", "contiguous_m_indices",
+           "block_scaled_randn",
            "assert_fp8_gemm_close", "capture_graph", "paged_decode_inputs", "bench", "bench_interleaved", "L2Flusher",
            "FLUSH_MODES", "warm_up_gpu"]
 
@@ -109,6 +110,19 @@ def seeded_generator(device: "torch.device | str", *key: object) -> torch.Genera
     """A generator on ``device`` seeded from ``key`` (crc32 of its repr, so a case draws the same data
     in every process, whatever ran before it)."""
     return torch.Generator(device=device).manual_seed(zlib.crc32(repr(key).encode()))
+
+
+def contiguous_m_indices(segments: Sequence[tuple[int, int]], alignment: int = 128) -> tuple[torch.Tensor, list[int]]:
+    """``m_indices`` of the m-grouped contiguous layout (int32, CPU) and each segment's first row:
+    segment i holds ``rows`` rows of expert ``expert`` (-1: padding), then -1 up to the next multiple of
+    ``alignment`` (``get_mk_alignment_for_contiguous_layout()``), as a MoE layer lays out routed tokens.
+    ``segments``: (expert, rows) pairs, in row order."""
+    ids: list[int] = []
+    starts: list[int] = []
+    for expert, rows in segments:
+        starts.append(len(ids))
+        ids += [expert] * rows + [-1] * (-rows % alignment)
+    return torch.tensor(ids, dtype=torch.int32), starts
 
 
 def block_scaled_randn(gen: torch.Generator, *shape: int, block_rows: int = 1) -> torch.Tensor:
