@@ -1,5 +1,5 @@
 """FP8 decode GEMMs of one M block with and without A multicast, as ncu kernel durations: the
-measurement behind ``gemm/heuristics.h`` ``fp8_1d2d_a_multicast_pays``.
+measurement behind ``gemm/heuristics.h`` ``fp8_1d2d_a_multicast_fits``.
 
   ncu --clock-control none --profile-from-start off --metrics gpu__time_duration.sum --csv --page raw \\
       python benchmarks/sweep_fp8_a_multicast.py --calls calls.json > ncu.csv

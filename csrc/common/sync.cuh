@@ -108,7 +108,7 @@ __device__ __forceinline__ void mbarrier_wait_cluster(const void* barrier, uint3
 // arrival has stored by then. The host hands every launch a fresh nonzero epoch. Callers fence
 // their own global writes before it, and after it before reading what the others wrote.
 // PERF (H200): against one counter word updated by compare-and-swap, whose racing arrivals retry
-// one L2 round trip each, see gemm/fp8_1d2d/README.md "Split-K".
+// one L2 round trip each, see gemm/fp8_1d2d/PERF.md "Split-K".
 __device__ __forceinline__ bool epoch_flags_arrive(unsigned long long* flags, int index, int count,
                                                    unsigned long long epoch) {
   volatile unsigned long long* f = flags;
@@ -117,7 +117,7 @@ __device__ __forceinline__ bool epoch_flags_arrive(unsigned long long* flags, in
   bool all = true;
   // ptxas unrolls this loop and issues its loads back to back. A hand-unrolled batch of loads moved
   // the FP8 GEMM mainloop's wgmma descriptors off the uniform datapath (an R2UR before every wgmma
-  // in the SASS; gemm/fp8_1d2d/README.md "Split-K").
+  // in the SASS; gemm/fp8_1d2d/PERF.md "Split-K").
   for (int i = 0; i < count; ++i) all &= f[i] == epoch;
   if (all) {
     for (int i = 0; i < count; ++i) f[i] = 0;

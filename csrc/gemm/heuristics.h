@@ -84,14 +84,14 @@ inline bool fp8_1d2d_192_rows_fit(int m) {
 //   L2 bandwidth. A 128×64 variant (65-128 rows) measured mixed, 1.02-1.05× at 100 rows and
 //   0.98-0.99× at 128, and is not compiled.
 // - 256×128 on grids of more than two waves (the box-per-box staging, fp8_1d2d_one_box_staging;
-//   the contiguous layout's 256-row tiles too, fp8_1d2d/README.md "A multicast on the contiguous"),
+//   the contiguous layout's 256-row tiles too, fp8_1d2d/PERF.md "A multicast on the contiguous"),
 //   in place of B multicast: a pair then reads 64 KiB of A and B per K block from L2 instead of 80.
 //   PERF (H200, the same calls in turns, L2 flushed, µs, A / B multicast): 4096×7168×16384 760.5 /
 //   764.4, 4096×24576×1536 264.6 / 267.6, 4096×4096×7168 185.2 / 187.2, 4096×7168×2048 102.9 /
 //   104.1, 4096×32768×512 153.9 / 155.1; in a second run B was 0.4-0.8% faster (753.8 / 759.5 at
 //   4096×7168×16384): within about 1%, like no multicast. ncu at the locked clock,
 //   4096×7168×16384: 1,079,640-1,094,245 / 1,085,660 cycles. Kept for its lower L2 traffic
-//   (README.md "Multicast").
+//   (fp8_1d2d/PERF.md "Multicast").
 inline bool fp8_1d2d_a_multicast_fits(const Fp8Gemm1d2dConfig& config, int m, int n, int cluster_splits, int num_sms) {
   const int m_blocks = (m + config.block_m - 1) / config.block_m;
   const int n_blocks = (n + config.block_n - 1) / config.block_n;
@@ -268,7 +268,7 @@ inline Fp8Gemm1d2dConfig choose_fp8_1d2d_dense_config(int m, int n, int k, int n
 // 4×256 groups 4096×7168 (one wave) 1081-1092 / 1133-1145, 7168×2048 (two waves) 778-811 /
 // 819-840; 128×128 dense 256×7168×16384 (one wave) 1003-1011 / 1034-1048; equal at two waves
 // (masked 8×128 groups) and at three or more (128×24576×1536, 256×24576×1536), where the many-wave
-// shapes prefer a box per box (README.md "Epilogue").
+// shapes prefer a box per box (fp8_1d2d/PERF.md "Epilogue").
 inline bool fp8_1d2d_one_box_staging(const Fp8Gemm1d2dConfig& config, long work_units, int num_sms) {
   return config.block_m >= 128 && config.block_n == 128 && work_units <= 2L * num_sms;
 }

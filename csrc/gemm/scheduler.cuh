@@ -19,7 +19,7 @@ namespace hopperkit::gemm {
 // group by group, and within a group rasterised in bands of its M blocks: a group's M blocks share
 // its B and run side by side, while consecutive tiles of one-block groups stream one B after the
 // other. Each thread's tiles only increase, so a cursor over the groups finds a tile's group in
-// amortised O(1). PERF: gemm/fp8_1d2d/README.md "Layouts".
+// amortised O(1). PERF: gemm/fp8_1d2d/PERF.md "Layouts".
 // kPairN = 2 (A multicast, the normal layout without split-K): the tiles 2j and 2j + 1 are the N
 // blocks 2i and 2i + 1 of one M block, so that the two CTAs of a cluster, which take consecutive
 // units, load the same A; the rasterisation above then applies to those pairs. Needs an even number

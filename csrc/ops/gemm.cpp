@@ -137,7 +137,7 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
   gemm::Fp8Gemm1d2dConfig config = gemm::choose_fp8_1d2d_dense_config(static_cast<int>(m), static_cast<int>(n),
                                                                       static_cast<int>(k), static_cast<int>(num_sms));
   const std::optional<bool> forced_staging = apply_config_override(config);
-  // Split counts for the two fixups (README.md "Split-K"): through the workspace, and the upper
+  // Split counts for the two fixups (gemm/fp8_1d2d/README.md "Split-K"): through the workspace, and the upper
   // bound for the launcher's fixup within a cluster, whose units may be shorter.
   int cluster_splits = 1;
   if (config.cluster_m == 1) {

@@ -76,7 +76,7 @@ def set_pdl(enabled: bool) -> None:
     previous kernel in the stream drains (it waits on the device before reading that kernel's
     outputs). Off by default, as in DeepGEMM. What it buys is the launch overlap at each kernel
     boundary: 1-2 µs per GEMM in a chain of decode GEMMs on an H100, nothing for a single call
-    (csrc/gemm/fp8_1d2d/README.md, "PDL")."""
+    (csrc/gemm/fp8_1d2d/PERF.md, "PDL")."""
     global _pdl
     if not isinstance(enabled, bool):
         raise TypeError(f"hopperkit: set_pdl expects a bool, got {enabled!r}")

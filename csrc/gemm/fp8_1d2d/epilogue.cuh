@@ -59,7 +59,7 @@ __device__ __forceinline__ bool split_k_fixup(const Fp8Gemm1d2dParams& p, typena
 // Split-K within a cluster (GemmProblem::split_in_cluster, gemm/split_k_cluster.cuh): the k_splits
 // units of a tile are the CTAs of one cluster (ranks = splits), and the last one sums, into its
 // stage ring, with the sequence of additions of split_k_fixup (so both fixups give the same bits).
-// PERF: README.md "Split-K".
+// PERF: PERF.md "Split-K".
 template <class T>
 __device__ __forceinline__ bool split_k_fixup_in_cluster(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
                                                          int split, float (&total)[T::kWaves][T::kBlockN / 2]) {

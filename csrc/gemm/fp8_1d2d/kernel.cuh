@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
     // thread's. One thread issuing every stage's loads (about 60 instructions a stage: the TMA
     // operands go to uniform registers one by one) set the pace of the 128-row decode tiles,
     // sharing its sub-partition's issue slots with two of their math warps; two in turn made those
-    // 6-7% faster and left the wide tiles within 0.5% (README.md "The producer's issue rate").
+    // 6-7% faster and left the wide tiles within 0.5% (PERF.md "The producer's issue rate").
     const int producer_warp = (threadIdx.x - T::kMathThreads) / 32;
     const bool loads_tiles = producer_warp != 1;
     StageTurns turns(producer_warp / 2);

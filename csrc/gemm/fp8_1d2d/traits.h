@@ -81,7 +81,7 @@ struct Fp8Gemm1d2dTraits {
   // after where a warpgroup's wgmmas of one K block run at least 384 tensor cycles (256×128: two
   // waves of 64×128; 128×192: one wave of 64×192), before on the smaller tiles. It only orders the
   // source; ptxas still places the loads and the scale products among the wgmma issues. Measured
-  // per tile (README.md "Two-level accumulation").
+  // per tile (PERF.md "Two-level accumulation").
   static constexpr bool kScalesAfterIssue = kRowsPerWarpgroup * kBlockN >= 64 * 192;
   static constexpr int kThreads = kMathThreads + 128;  // + one producer warpgroup, the last one
 
@@ -107,7 +107,7 @@ struct Fp8Gemm1d2dTraits {
   // costs 128×128 its sixth stage and 256×128 its fourth. The 192-wide tile keeps one buffer and its
   // fifth stage, which is worth more to it; so do grids of one or two waves (kOneBoxStaging), where
   // at most one mainloop follows a tile and the stages carry a memory-bound stream. PERF numbers:
-  // README.md "Epilogue".
+  // PERF.md "Epilogue".
   static constexpr int kStoreBuffers = kBlockN == 192 || kOneBoxStaging ? 1 : kWaves * kBlockN / kStoreBoxCols;
   static constexpr int kBytesD = kStoreBuffers * kStoreBoxBytes;
 
