@@ -211,21 +211,25 @@ def test_k_grouped_rejects_bad_sizes(dev, op):
     if op == "fp8":
         a8 = torch.randn(m * 384, device=dev).to(torch.float8_e4m3fn)
         b8 = torch.randn(n * 384, device=dev).to(torch.float8_e4m3fn)
-        call = lambda ks_, kt_: hk.k_grouped_fp8_gemm_nt_contiguous(
-            (a8, torch.rand(m, 3, device=dev) + 0.5), (b8, torch.rand(n, 3, device=dev) + 0.5), d, ks_, kt_, c=d)
+        call = lambda *sizes, **named: hk.k_grouped_fp8_gemm_nt_contiguous(
+            (a8, torch.rand(m, 3, device=dev) + 0.5), (b8, torch.rand(n, 3, device=dev) + 0.5), d, *sizes, c=d, **named)
     else:
         a = torch.randn(384, m, device=dev).to(torch.bfloat16)
         b = torch.randn(384, n, device=dev).to(torch.bfloat16)
-        call = lambda ks_, kt_: hk.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks_, kt_, c=d)
-    with pytest.raises(TypeError, match="hopperkit: ks must be a list of ints"):
-        call((128.0, 256), kt)
-    with pytest.raises(ValueError, match="hopperkit: ks must be non-negative multiples of 128"):
-        call([128, 200], kt)
-    with pytest.raises(ValueError, match="hopperkit: ks must be 2 entries"):
-        call([384], kt)
-    if dev.type == "cpu":  # value checks are on by default on the reference path only
-        with pytest.raises(ValueError, match="hopperkit: ks_tensor must be the same values as ks"):
-            call(ks, torch.tensor([256, 128], dtype=torch.int32, device=dev))
+        call = lambda *sizes, **named: hk.k_grouped_bf16_gemm_tn_contiguous(a, b, d, *sizes, c=d, **named)
+    # The errors name the arguments as the call did: DeepGEMM's ks_cpu and grouped_layout (also their
+    # positions), or ks and ks_tensor (its 2.1 names).
+    for host, device, by_name in (("ks_cpu", "grouped_layout", False), ("ks", "ks_tensor", True)):
+        named = (lambda ks_, kt_: call(ks=ks_, ks_tensor=kt_)) if by_name else call
+        with pytest.raises(TypeError, match=f"hopperkit: {host} must be a list of ints"):
+            named((128.0, 256), kt)
+        with pytest.raises(ValueError, match=f"hopperkit: {host} must be non-negative multiples of 128"):
+            named([128, 200], kt)
+        with pytest.raises(ValueError, match=f"hopperkit: {host} must be 2 entries"):
+            named([384], kt)
+        if dev.type == "cpu":  # value checks are on by default on the reference path only
+            with pytest.raises(ValueError, match=f"hopperkit: {device} must be the same values as {host}"):
+                named(ks, torch.tensor([256, 128], dtype=torch.int32, device=dev))
     assert torch.equal(d, d_before), "a rejected call wrote D"
 
 
@@ -349,7 +353,7 @@ def test_grouped_fast_lane_rejection_gives_the_python_error(fake_kernel_path):
     b_fp8 = torch.randn(2, 256, 256).to(torch.float8_e4m3fn)
     sfb = torch.ones(2, 2, 2)
     d = torch.empty(128, 256, dtype=torch.bfloat16)
-    with pytest.raises(ValueError, match="hopperkit: m_indices must be"):
+    with pytest.raises(ValueError, match="hopperkit: grouped_layout must be"):
         hk.m_grouped_fp8_gemm_nt_contiguous((a_fp8, sfa), (b_fp8, sfb), d, torch.zeros(64, dtype=torch.int32))
 
 

@@ -180,9 +180,9 @@ CASES: list[tuple[str, Callable[[Ctx], object], type, str]] = [
     ("masked_d_is_a", lambda c: hopperkit.m_grouped_fp8_gemm_nt_masked(
         (c.Am, c.SFAm), (c.GB, c.GSFB), c.Am.view(torch.bfloat16), c.masked_m, 32),
      ValueError, "d must be memory that a[0] does not use"),
-    ("k_grouped_ks_tensor_a_list", lambda c: hopperkit.k_grouped_fp8_gemm_nt_contiguous(
+    ("k_grouped_layout_a_list", lambda c: hopperkit.k_grouped_fp8_gemm_nt_contiguous(
         (c.A, c.SFA[:, :2].contiguous()), (c.B, c.SFB1[:, :2].contiguous()), torch.zeros(2, 8, 128, device=c.dev), [128, 128],
-        [128, 128], c=torch.zeros(2, 8, 128, device=c.dev)), TypeError, "ks_tensor"),
+        [128, 128], c=torch.zeros(2, 8, 128, device=c.dev)), TypeError, "grouped_layout"),
     ("masked_expected_m_huge", lambda c: hopperkit.m_grouped_fp8_gemm_nt_masked(
         (c.Am, c.SFAm), (c.GB, c.GSFB), c.Dm, c.masked_m, 2**40), ValueError, "expected_m"),
     ("grouped_b_expanded", lambda c: hopperkit.m_grouped_fp8_gemm_nt_masked(
@@ -200,9 +200,9 @@ CASES: list[tuple[str, Callable[[Ctx], object], type, str]] = [
     ("k_grouped_ks_alignment", lambda c: hopperkit.k_grouped_fp8_gemm_nt_contiguous(
         (c.A, c.SFA), (c.B, c.SFB), torch.zeros(2, 8, 128, device=c.dev), [100, 156],
         torch.tensor([100, 156], dtype=torch.int32, device=c.dev), c=torch.zeros(2, 8, 128, device=c.dev)), ValueError, "ks"),
-    ("k_grouped_ks_tensor_mismatch", lambda c: hopperkit.k_grouped_fp8_gemm_nt_contiguous(
+    ("k_grouped_layout_mismatch", lambda c: hopperkit.k_grouped_fp8_gemm_nt_contiguous(
         (c.A, c.SFA[:, :2].contiguous()), (c.B, c.SFB1[:, :2].contiguous()), torch.zeros(2, 8, 128, device=c.dev), [128, 128],
-        torch.tensor([256, 0], dtype=torch.int32, device=c.dev), c=torch.zeros(2, 8, 128, device=c.dev)), ValueError, "ks_tensor"),
+        torch.tensor([256, 0], dtype=torch.int32, device=c.dev), c=torch.zeros(2, 8, 128, device=c.dev)), ValueError, "grouped_layout"),
     ("bf16_k_mismatch", lambda c: hopperkit.bf16_gemm_nt(torch.randn(8, 64, device=c.dev).bfloat16(),
                                                           torch.randn(16, 32, device=c.dev).bfloat16(),
                                                           torch.empty(8, 16, device=c.dev).bfloat16()), ValueError, "b must be"),
@@ -237,10 +237,10 @@ CASES: list[tuple[str, Callable[[Ctx], object], type, str]] = [
         torch.randn(2, 8, 64, device=c.dev).bfloat16(), torch.randn(2, 64, 16, device=c.dev).bfloat16().transpose(1, 2),
         torch.empty(2, 8, 16, device=c.dev).bfloat16(), torch.tensor([3, 8], dtype=torch.int32, device=c.dev), 8),
      ValueError, "b must be"),
-    ("bf16_contiguous_m_indices_dtype", lambda c: hopperkit.m_grouped_bf16_gemm_nt_contiguous(
+    ("bf16_contiguous_layout_dtype", lambda c: hopperkit.m_grouped_bf16_gemm_nt_contiguous(
         torch.randn(128, 64, device=c.dev).bfloat16(), torch.randn(2, 16, 64, device=c.dev).bfloat16(),
         torch.empty(128, 16, device=c.dev).bfloat16(), torch.zeros(128, dtype=torch.int64, device=c.dev)),
-     TypeError, "m_indices"),
+     TypeError, "grouped_layout"),
     # layout and quantization
     ("tma_size_element", lambda c: hopperkit.get_tma_aligned_size(10, 3), ValueError, "element_size"),
     ("mn_major_int", lambda c: hopperkit.get_mn_major_tma_aligned_tensor(torch.ones(4, 4, dtype=torch.int32, device=c.dev)),
@@ -258,7 +258,7 @@ VALUE_CASES = {
     "seqlen_beyond_block_table", "seqlen_negative", "block_id_out_of_range", "sparse_index_out_of_range",
     "sparse_index_below_minus_one", "sparse_topk_length_range", "combine_num_splits_values",
     "grouped_expert_id_too_large", "grouped_misaligned_segment", "masked_count_too_large",
-    "k_grouped_ks_tensor_mismatch",
+    "k_grouped_layout_mismatch",
 }
 
 

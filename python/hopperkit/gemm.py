@@ -28,6 +28,7 @@ outside these limits are still accepted: they run the reference path (slower, sa
 
 from __future__ import annotations
 
+import itertools
 from typing import Optional, Sequence
 
 import torch
@@ -42,8 +43,14 @@ from .reference.layout import get_mk_alignment_for_contiguous_layout, get_mn_maj
 __all__ = [
     "fp8_gemm_nt", "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt",
     "bf16_gemm_nt", "bf16_gemm_nn", "bf16_gemm_tn", "bf16_gemm_tt",
-    "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked", "k_grouped_fp8_gemm_nt_contiguous",
-    "m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nt_masked", "k_grouped_bf16_gemm_tn_contiguous",
+    "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nn_contiguous", "m_grouped_fp8_gemm_nt_masked",
+    "k_grouped_fp8_gemm_nt_contiguous",
+    "m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nn_contiguous", "m_grouped_bf16_gemm_nt_masked",
+    "k_grouped_bf16_gemm_tn_contiguous",
+    # DeepGEMM's other names for the same functions (end of this module)
+    "fp8_fp4_gemm_nt", "fp8_fp4_gemm_nn", "fp8_fp4_gemm_tn", "fp8_fp4_gemm_tt",
+    "m_grouped_fp8_fp4_gemm_nt_contiguous", "m_grouped_fp8_fp4_gemm_nn_contiguous", "m_grouped_fp8_fp4_gemm_nt_masked",
+    "fp8_m_grouped_gemm_nt_masked", "bf16_m_grouped_gemm_nt_masked",
 ]
 
 FP8 = torch.float8_e4m3fn
@@ -158,6 +165,78 @@ def _recipe(recipe: object, d: torch.Tensor) -> tuple[int, int, int]:
     return _as_recipe(recipe)
 
 
+# DeepGEMM's arguments that choose what its JIT compiles or how its SM100 kernels take scales.
+# Serving engines pass them on every call (vLLM sets disable_ue8m0_cast), so they are accepted with
+# DeepGEMM's defaults and checked; on SM90 with kernels compiled ahead of time none of them changes
+# the kernel or the result.
+_COMPILED_DIMS = frozenset("".join(p) for r in range(4) for p in itertools.permutations("mnk", r))
+
+
+def _check_deepgemm_options(compiled_dims: object, disable_ue8m0_cast: object = False, alpha: object = None) -> None:
+    """``compiled_dims``: the dims DeepGEMM's JIT bakes into a kernel as constants; every hopperkit
+    kernel is compiled ahead of time and takes all dims at run time, so any valid value behaves the
+    same. ``disable_ue8m0_cast``: keeps FP32 scales where DeepGEMM's SM100 kernels would pack them to
+    UE8M0; SM90 kernels always read FP32 scales. ``alpha``: a scale of D that DeepGEMM applies in its
+    SM100 kernels only (it refuses it on SM90, and so does hopperkit)."""
+    if (compiled_dims.__class__ is str and compiled_dims in _COMPILED_DIMS and disable_ue8m0_cast.__class__ is bool
+            and alpha is None):
+        return
+    if not isinstance(compiled_dims, str):
+        fail("compiled_dims", "a str of the letters m, n, k", describe(compiled_dims), TypeError)
+    if compiled_dims not in _COMPILED_DIMS:
+        fail("compiled_dims", "the letters m, n and k, each at most once (DeepGEMM's JIT option: which dims a "
+             "kernel is compiled for; hopperkit's kernels take every dim at run time)", repr(compiled_dims))
+    if not isinstance(disable_ue8m0_cast, bool):
+        fail("disable_ue8m0_cast", "a bool", describe(disable_ue8m0_cast), TypeError)
+    fail("alpha", "None (DeepGEMM scales D by alpha in its SM100 kernels only and refuses it on SM90)", repr(alpha))
+
+
+def _recipe_from_pair(recipe: object, recipe_a: object, recipe_b: object) -> Optional[tuple]:
+    """DeepGEMM's alternative to ``recipe``: (gran_mn, gran_k) of A and of B, as the (gran_m, gran_n,
+    gran_k) recipe; ``recipe`` itself when neither is given."""
+    if recipe_a is None and recipe_b is None:
+        return recipe
+    if recipe is not None:
+        fail("recipe", "None when recipe_a and recipe_b are given (they are alternatives)", repr(recipe))
+    ra, rb = _as_recipe(recipe_a), _as_recipe(recipe_b)
+    for name, r, given in (("recipe_a", ra, recipe_a), ("recipe_b", rb, recipe_b)):
+        if r is None or len(r) != 2:
+            fail(name, "a (gran_mn, gran_k) pair of ints, given together with the other one", repr(given))
+    if ra[1] != rb[1]:
+        fail("recipe_b", f"the same gran_k as recipe_a ({ra[1]})", repr(recipe_b))
+    return (ra[0], rb[0], ra[1])
+
+
+def _check_grouped_recipe(recipe: object, recipe_a: object, recipe_b: object) -> None:
+    """The m-grouped FP8 GEMMs run the 1d2d recipe only (on SM90, as in DeepGEMM)."""
+    recipe = _recipe_from_pair(recipe, recipe_a, recipe_b)
+    if recipe is not None and _as_recipe(recipe) != RECIPE_1D2D:
+        fail("recipe", f"None or {RECIPE_1D2D}: the m-grouped FP8 GEMMs take 1x128 A and 128x128 B scales",
+             repr(recipe))
+
+
+def _renamed(name: str, value: object, old_name: str, old_value: object) -> object:
+    """An argument that DeepGEMM renamed (``old_name`` in v2.1): either spelling, not both."""
+    if old_value is None:
+        if value is None:
+            fail(name, f"given (or as {old_name}=, its name in DeepGEMM 2.1)", "nothing", TypeError)
+        return value
+    if value is not None:
+        fail(name, f"given once ({name} and {old_name} are the same argument)", "both", TypeError)
+    return old_value
+
+
+def _check_psum_hint(use_psum_layout: object, expected_m_for_psum_layout: object) -> None:
+    """``expected_m_for_psum_layout`` only steers the tile choice of a psum-layout call, as in DeepGEMM
+    (which refuses it otherwise); the kernels' heuristic sizes the grid from M itself."""
+    if not isinstance(use_psum_layout, bool):
+        fail("use_psum_layout", "a bool", describe(use_psum_layout), TypeError)
+    if expected_m_for_psum_layout is not None:
+        if not use_psum_layout:
+            fail("expected_m_for_psum_layout", "None unless use_psum_layout=True", repr(expected_m_for_psum_layout))
+        check_int("expected_m_for_psum_layout", expected_m_for_psum_layout, min_value=1)
+
+
 def _kernel_fast_path(call) -> bool:
     """The host-cheap lane of a kernel-backed GEMM: the C++ op checks every structural property itself
     (reading no tensor data) before it launches, so the Python checks are skipped when the call goes
@@ -201,14 +280,25 @@ def _fast_fp8_gemm_1d2d(a, b, d) -> bool:
 
 
 def fp8_gemm_nt(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] = None,
-                recipe: Optional[Sequence[int]] = None) -> None:
+                recipe: Optional[Sequence[int]] = None, recipe_a: Optional[Sequence[int]] = None,
+                recipe_b: Optional[Sequence[int]] = None, compiled_dims: str = "nk", disable_ue8m0_cast: bool = False,
+                alpha: Optional[float] = None) -> None:
     """``D = C + A·Bᵀ`` with FP8 A [M, K], B [N, K] and DeepSeek's fine-grained scales, in place.
 
     1d2d (default): SFA float32 [M, ⌈K/128⌉], SFB float32 [⌈N/128⌉, ⌈K/128⌉], D bfloat16 [M, N], c None.
     1d1d (``recipe=(1, 1, 128)``, or D float32): SFB float32 [N, ⌈K/128⌉], D float32, C float32 [M, N]
     required (it may be D itself). Scales in any strides. Accumulation is two-level: each 128-wide K
     block's product is scaled by sfa·sfb and added to an FP32 accumulator.
+
+    DeepGEMM's other arguments are accepted, so its calls carry over unchanged: ``recipe_a`` and
+    ``recipe_b`` ((gran_mn, gran_k) of A and of B; ``(1, 128)`` and ``(128, 128)`` are the 1d2d
+    recipe, ``(1, 128)`` twice the 1d1d one) instead of ``recipe``; ``compiled_dims`` and
+    ``disable_ue8m0_cast``, which change nothing on SM90 (kernels compiled ahead of time, FP32
+    scales); ``alpha`` must be None (DeepGEMM supports it on SM100 only).
     """
+    if recipe_a is not None or recipe_b is not None:
+        recipe = _recipe_from_pair(recipe, recipe_a, recipe_b)
+    _check_deepgemm_options(compiled_dims, disable_ue8m0_cast, alpha)
     if c is None and (recipe is None or _as_recipe(recipe) == RECIPE_1D2D) and isinstance(d, torch.Tensor):
         if _kernel_fast_path(lambda: _fast_fp8_gemm_1d2d(a, b, d)):
             return
@@ -257,25 +347,31 @@ def fp8_gemm_nt(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] =
 
 
 def fp8_gemm_nn(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] = None,
-                recipe: Optional[Sequence[int]] = None) -> None:
+                recipe: Optional[Sequence[int]] = None, recipe_a: Optional[Sequence[int]] = None,
+                recipe_b: Optional[Sequence[int]] = None, compiled_dims: str = "nk", disable_ue8m0_cast: bool = False,
+                alpha: Optional[float] = None) -> None:
     """``D = C + A·B`` with B given as [K, N] (and its scales transposed): ``fp8_gemm_nt`` on views."""
     B, SFB = _pair_of_tensors("b", b)
-    fp8_gemm_nt(a, (B.T, SFB.T), d, c, recipe)
+    fp8_gemm_nt(a, (B.T, SFB.T), d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, alpha)
 
 
 def fp8_gemm_tn(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] = None,
-                recipe: Optional[Sequence[int]] = None) -> None:
+                recipe: Optional[Sequence[int]] = None, recipe_a: Optional[Sequence[int]] = None,
+                recipe_b: Optional[Sequence[int]] = None, compiled_dims: str = "mn", disable_ue8m0_cast: bool = False,
+                alpha: Optional[float] = None) -> None:
     """``D = C + Aᵀ·Bᵀ`` with A given as [K, M] (and its scales transposed): ``fp8_gemm_nt`` on views."""
     A, SFA = _pair_of_tensors("a", a)
-    fp8_gemm_nt((A.T, SFA.T), b, d, c, recipe)
+    fp8_gemm_nt((A.T, SFA.T), b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, alpha)
 
 
 def fp8_gemm_tt(a: tuple, b: tuple, d: torch.Tensor, c: Optional[torch.Tensor] = None,
-                recipe: Optional[Sequence[int]] = None) -> None:
+                recipe: Optional[Sequence[int]] = None, recipe_a: Optional[Sequence[int]] = None,
+                recipe_b: Optional[Sequence[int]] = None, compiled_dims: str = "mn", disable_ue8m0_cast: bool = False,
+                alpha: Optional[float] = None) -> None:
     """``D = C + Aᵀ·B``: both operands given transposed; ``fp8_gemm_nt`` on views."""
     A, SFA = _pair_of_tensors("a", a)
     B, SFB = _pair_of_tensors("b", b)
-    fp8_gemm_nt((A.T, SFA.T), (B.T, SFB.T), d, c, recipe)
+    fp8_gemm_nt((A.T, SFA.T), (B.T, SFB.T), d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, alpha)
 
 
 def _bf16_tma_ok(t: torch.Tensor, mn_major_ok: bool = True) -> bool:
@@ -318,7 +414,8 @@ def _fast_bf16_gemm(a, b, d, c) -> bool:
     return True
 
 
-def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None:
+def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None,
+                 compiled_dims: str = "nk", alpha: Optional[float] = None) -> None:
     """``D = C + A·Bᵀ`` with bfloat16 A [M, K] and B [N, K] (K- or MN-major), FP32 accumulation;
     D bfloat16 or float32 [M, N]; C optional, same dtype as D (it may be D itself).
 
@@ -326,7 +423,10 @@ def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[
     views, never copies) when the operands meet TMA's limits (module docstring); others run the
     reference. With float32 D and a C, the kernel adds the product into D (C copied into D first when
     it is another tensor) by TMA reductions; where N is not a multiple of 4 by ``red.global.add``
-    instead, which flushes subnormal values of C and of the sum to zero. K = 0 gives D = C (or 0)."""
+    instead, which flushes subnormal values of C and of the sum to zero. K = 0 gives D = C (or 0).
+    ``compiled_dims`` (DeepGEMM's JIT option) changes nothing here; ``alpha`` must be None (DeepGEMM
+    supports it on SM100 only)."""
+    _check_deepgemm_options(compiled_dims, False, alpha)
     if isinstance(d, torch.Tensor) and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         if _kernel_fast_path(lambda: _fast_bf16_gemm(a, b, d, c)):
             return
@@ -353,29 +453,32 @@ def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[
     d.copy_(_ref.bf16_gemm_nt(a, b, c, out_dtype=d.dtype))
 
 
-def bf16_gemm_nn(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None:
+def bf16_gemm_nn(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None,
+                 compiled_dims: str = "nk", alpha: Optional[float] = None) -> None:
     """``D = C + A·B`` with B [K, N]."""
-    bf16_gemm_nt(a, check_tensor("b", b).T, d, c)
+    bf16_gemm_nt(a, check_tensor("b", b).T, d, c, compiled_dims, alpha)
 
 
-def bf16_gemm_tn(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None:
+def bf16_gemm_tn(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None,
+                 compiled_dims: str = "mn", alpha: Optional[float] = None) -> None:
     """``D = C + Aᵀ·Bᵀ`` with A [K, M]."""
-    bf16_gemm_nt(check_tensor("a", a).T, b, d, c)
+    bf16_gemm_nt(check_tensor("a", a).T, b, d, c, compiled_dims, alpha)
 
 
-def bf16_gemm_tt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None:
+def bf16_gemm_tt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None,
+                 compiled_dims: str = "mn", alpha: Optional[float] = None) -> None:
     """``D = C + Aᵀ·B`` with A [K, M] and B [K, N]."""
-    bf16_gemm_nt(check_tensor("a", a).T, check_tensor("b", b).T, d, c)
+    bf16_gemm_nt(check_tensor("a", a).T, check_tensor("b", b).T, d, c, compiled_dims, alpha)
 
 
-def _check_m_indices(m_indices: torch.Tensor, num_groups: int, device: torch.device, kernel: bool) -> None:
+def _check_m_indices(name: str, m_indices: torch.Tensor, num_groups: int, device: torch.device, kernel: bool) -> None:
     if not check_values(kernel, device):
         return
     ids = m_indices.cpu().long()
     if ids.numel() == 0:
         return
     if int(ids.min()) < -1 or int(ids.max()) >= num_groups:
-        fail("m_indices", f"expert ids in [0, {num_groups}) or -1 for padding rows",
+        fail(name, f"expert ids in [0, {num_groups}) or -1 for padding rows",
              f"values in [{int(ids.min())}, {int(ids.max())}]")
     align = get_mk_alignment_for_contiguous_layout()
     pad = (-ids.numel()) % align
@@ -387,7 +490,7 @@ def _check_m_indices(m_indices: torch.Tensor, num_groups: int, device: torch.dev
     mixed = (valid & (tiles != first)).any(dim=1) | (valid[:, 1:] & ~valid[:, :-1]).any(dim=1)
     if bool(mixed.any()):
         t = int(mixed.nonzero()[0])
-        fail("m_indices", f"expert segments that start on multiples of {align} rows "
+        fail(name, f"expert segments that start on multiples of {align} rows "
              "(get_mk_alignment_for_contiguous_layout()), each padded with -1 up to the next multiple",
              f"rows {t * align}..{t * align + align - 1} mixing ids {sorted(set(tiles[t].tolist()))}")
 
@@ -422,16 +525,53 @@ def _fast_m_grouped_masked(a, b, d, masked_m, expected_m) -> bool:
     return True
 
 
-def m_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, m_indices: torch.Tensor,
-                                     use_psum_layout: bool = False) -> None:
+def _grouped_layout_name(m_indices: object) -> str:
+    """How the caller named the contiguous layout's ids, for the error messages."""
+    return "grouped_layout" if m_indices is None else "m_indices"
+
+
+def _m_indices_of(name: str, layout: torch.Tensor, use_psum_layout: bool, num_groups: int, m_sum: int,
+                  device: torch.device, kernel: bool) -> torch.Tensor:
+    """The per-row expert ids the kernels read: ``layout`` itself, or those of DeepGEMM's psum layout
+    (int32 [G] of cumulative segment ends), computed on the device. With value checks on, the ids or
+    the ends are checked first (that reads them back and synchronizes). Call after the device check."""
+    if use_psum_layout:
+        if check_values(kernel, device):
+            ends = layout.cpu()
+            if bool((ends[1:] < ends[:-1]).any()) or (num_groups and (int(ends[0]) < 0 or int(ends[-1]) > m_sum)):
+                fail(name, f"non-decreasing cumulative ends within [0, {m_sum}] (psum layout)", str(ends.tolist()[:16]))
+        return _ref.m_indices_from_psum(layout, m_sum, get_mk_alignment_for_contiguous_layout())
+    _check_m_indices(name, layout, num_groups, device, kernel)
+    return layout
+
+
+def m_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, grouped_layout: Optional[torch.Tensor] = None,
+                                     recipe: Optional[Sequence[int]] = None, recipe_a: Optional[Sequence[int]] = None,
+                                     recipe_b: Optional[Sequence[int]] = None, compiled_dims: str = "nk",
+                                     disable_ue8m0_cast: bool = False, use_psum_layout: bool = False,
+                                     ensure_zero_padding: bool = True, expected_m_for_psum_layout: Optional[int] = None,
+                                     *, m_indices: Optional[torch.Tensor] = None) -> None:
     """MoE grouped FP8 GEMM over experts' rows concatenated ("contiguous" layout), 1d2d scales.
 
     A [M_sum, K], SFA [M_sum, ⌈K/128⌉], B [G, N, K], SFB [G, ⌈N/128⌉, ⌈K/128⌉], D bfloat16 [M_sum, N].
-    ``m_indices`` int32 [M_sum]: the expert of each row, -1 for padding rows; every expert's segment
-    starts on a multiple of ``get_mk_alignment_for_contiguous_layout()`` (128). Padding rows of D are
-    written as 0, whatever A holds there. With ``use_psum_layout=True``, ``m_indices`` is int32 [G] of
-    cumulative segment ends instead (group g occupies [align(end[g-1], 128), end[g])).
+    ``grouped_layout`` (``m_indices=`` as in DeepGEMM 2.1 also works) int32 [M_sum]: the expert of
+    each row, -1 for padding rows; every expert's segment starts on a multiple of
+    ``get_mk_alignment_for_contiguous_layout()`` (128). Padding rows of D are written as 0, whatever A
+    holds there (so ``ensure_zero_padding`` always holds). With ``use_psum_layout=True`` it is int32
+    [G] of cumulative segment ends instead (group g occupies [align(end[g-1], 128), end[g])), and
+    ``expected_m_for_psum_layout`` is accepted as DeepGEMM's tile hint. ``recipe`` (or ``recipe_a`` /
+    ``recipe_b``), ``compiled_dims`` and ``disable_ue8m0_cast`` as in ``fp8_gemm_nt``; the recipe is
+    1d2d.
     """
+    name = _grouped_layout_name(m_indices)
+    m_indices = _renamed("grouped_layout", grouped_layout, "m_indices", m_indices)
+    if recipe is not None or recipe_a is not None or recipe_b is not None:
+        _check_grouped_recipe(recipe, recipe_a, recipe_b)
+    _check_deepgemm_options(compiled_dims, disable_ue8m0_cast)
+    if use_psum_layout is not False or expected_m_for_psum_layout is not None:
+        _check_psum_hint(use_psum_layout, expected_m_for_psum_layout)
+    if ensure_zero_padding.__class__ is not bool:
+        fail("ensure_zero_padding", "a bool", describe(ensure_zero_padding), TypeError)
     if not use_psum_layout and isinstance(d, torch.Tensor):
         if _kernel_fast_path(lambda: _fast_m_grouped_contiguous(a, b, d, m_indices)):
             return
@@ -447,18 +587,11 @@ def m_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, m_indi
     check_tensor("b[1]", SFB, dtype=torch.float32, shape=(G, _cdiv(N, 128), _cdiv(K, 128)))
     _check_output("d", d, torch.bfloat16, (M, N))
     _check_bf16_d_cols(N)
-    check_tensor("m_indices", m_indices, dtype=torch.int32, shape=(G,) if use_psum_layout else (M,), contiguous=True)
-    device = check_same_device([("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("d", d), ("m_indices", m_indices)])
-    _check_d_apart(d, ("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("m_indices", m_indices))
+    check_tensor(name, m_indices, dtype=torch.int32, shape=(G,) if use_psum_layout else (M,), contiguous=True)
+    device = check_same_device([("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("d", d), (name, m_indices)])
+    _check_d_apart(d, ("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), (name, m_indices))
     kernel = _ops.use_kernel("m_grouped_fp8_gemm_nt_contiguous", device)
-    if use_psum_layout:
-        if check_values(kernel, device):
-            ends = m_indices.cpu()
-            if bool((ends[1:] < ends[:-1]).any()) or (G and (int(ends[0]) < 0 or int(ends[-1]) > M)):
-                fail("m_indices", f"non-decreasing cumulative ends within [0, {M}] (psum layout)", str(ends.tolist()[:16]))
-        m_indices = _ref.m_indices_from_psum(m_indices, M, get_mk_alignment_for_contiguous_layout())
-    else:
-        _check_m_indices(m_indices, G, device, kernel)
+    m_indices = _m_indices_of(name, m_indices, use_psum_layout, G, M, device, kernel)
     if M == 0 or N == 0:
         return
     if kernel and G > 0 and K > 0:
@@ -466,6 +599,23 @@ def m_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, m_indi
             A, get_mn_major_tma_aligned_tensor(SFA), B, SFB, d, m_indices, get_num_sms(device), get_pdl())
         return
     d.copy_(_ref.m_grouped_fp8_gemm_nt_contiguous(A, SFA, B, SFB, m_indices))
+
+
+def m_grouped_fp8_gemm_nn_contiguous(a: tuple, b: tuple, d: torch.Tensor, grouped_layout: Optional[torch.Tensor] = None,
+                                     recipe: Optional[Sequence[int]] = None, recipe_a: Optional[Sequence[int]] = None,
+                                     recipe_b: Optional[Sequence[int]] = None, compiled_dims: str = "nk",
+                                     disable_ue8m0_cast: bool = False, use_psum_layout: bool = False,
+                                     ensure_zero_padding: bool = True, *,
+                                     m_indices: Optional[torch.Tensor] = None) -> None:
+    """``m_grouped_fp8_gemm_nt_contiguous`` with B given as [G, K, N] and SFB as [G, ⌈K/128⌉, ⌈N/128⌉]
+    (views of the nt operands: B must still be K-major in memory, as SM90 FP8 wgmma reads it)."""
+    B, SFB = _pair_of_tensors("b", b)
+    if B.dim() != 3 or SFB.dim() != 3:
+        fail("b", "a pair of 3-D tensors (B [G, K, N], SFB [G, ⌈K/128⌉, ⌈N/128⌉])",
+             f"shapes {tuple(B.shape)} and {tuple(SFB.shape)}")
+    m_grouped_fp8_gemm_nt_contiguous(a, (B.transpose(1, 2), SFB.transpose(1, 2)), d, grouped_layout, recipe, recipe_a,
+                                     recipe_b, compiled_dims, disable_ue8m0_cast, use_psum_layout, ensure_zero_padding,
+                                     m_indices=m_indices)
 
 
 def _check_masked_m(masked_m: object, G: int, m_max: int, expected_m: object, device: torch.device, kernel: bool) -> None:
@@ -477,7 +627,10 @@ def _check_masked_m(masked_m: object, G: int, m_max: int, expected_m: object, de
             fail("masked_m", f"row counts in [0, {m_max}] (M_max, the size of dim 1 of A)", str(mm.tolist()[:16]))
 
 
-def m_grouped_fp8_gemm_nt_masked(a: tuple, b: tuple, d: torch.Tensor, masked_m: torch.Tensor, expected_m: int) -> None:
+def m_grouped_fp8_gemm_nt_masked(a: tuple, b: tuple, d: torch.Tensor, masked_m: torch.Tensor, expected_m: int,
+                                 recipe: Optional[Sequence[int]] = None, recipe_a: Optional[Sequence[int]] = None,
+                                 recipe_b: Optional[Sequence[int]] = None, compiled_dims: str = "nk",
+                                 disable_ue8m0_cast: bool = False) -> None:
     """MoE grouped FP8 GEMM for CUDA-graph decode ("masked" layout), 1d2d scales.
 
     A [G, M_max, K], SFA [G, M_max, ⌈K/128⌉], B [G, N, K], SFB [G, ⌈N/128⌉, ⌈K/128⌉], D bfloat16
@@ -487,7 +640,12 @@ def m_grouped_fp8_gemm_nt_masked(a: tuple, b: tuple, d: torch.Tensor, masked_m: 
     to those that share a tile (BLOCK_M rows, at most 256) with valid rows and leaves the others as
     they were, so a capture sized for the worst-case M_max costs only the rows it uses (the reference
     path writes 0 to all of them). ``expected_m`` (a typical count) only steers the kernel config.
+    ``recipe`` (or ``recipe_a`` / ``recipe_b``), ``compiled_dims`` and ``disable_ue8m0_cast`` as in
+    ``fp8_gemm_nt``; the recipe is 1d2d.
     """
+    if recipe is not None or recipe_a is not None or recipe_b is not None:
+        _check_grouped_recipe(recipe, recipe_a, recipe_b)
+    _check_deepgemm_options(compiled_dims, disable_ue8m0_cast)
     if isinstance(d, torch.Tensor):
         if _kernel_fast_path(lambda: _fast_m_grouped_masked(a, b, d, masked_m, expected_m)):
             return
@@ -516,33 +674,52 @@ def m_grouped_fp8_gemm_nt_masked(a: tuple, b: tuple, d: torch.Tensor, masked_m: 
     d.copy_(_ref.m_grouped_fp8_gemm_nt_masked(A, SFA, B, SFB, masked_m))
 
 
-def _k_groups(ks: object, d: object) -> tuple[int, int, int]:
+def _k_group_args(ks_cpu: object, grouped_layout: object, ks: object, ks_tensor: object,
+                  use_psum_layout: object) -> tuple[object, object, str, str]:
+    """The k-grouped GEMMs' per-group K on the host and on the device, under DeepGEMM's names
+    (``ks_cpu``, ``grouped_layout``) or those of DeepGEMM 2.1 (``ks``, ``ks_tensor``), with the names
+    the caller used (for the error messages). No psum layout on SM90, as in DeepGEMM."""
+    if use_psum_layout is not False:
+        fail("use_psum_layout", "False (the SM90 k-grouped GEMMs take per-group K on the host, as in DeepGEMM)",
+             repr(use_psum_layout))
+    ks_name = "ks_cpu" if ks is None else "ks"
+    layout_name = "grouped_layout" if ks_tensor is None else "ks_tensor"
+    return (_renamed("ks_cpu", ks_cpu, "ks", ks), _renamed("grouped_layout", grouped_layout, "ks_tensor", ks_tensor),
+            ks_name, layout_name)
+
+
+def _k_groups(ks: object, d: object, ks_name: str) -> tuple[int, int, int]:
     """(G, M, N) of a k-grouped GEMM: ``ks`` a list of per-group K on the host, non-negative
     multiples of 128, one per group of the float32 [G, M, N] output ``d``."""
     if not isinstance(ks, (list, tuple)) or not all(isinstance(k, int) and not isinstance(k, bool) for k in ks):
-        fail("ks", "a list of ints (per-group K on the host)", describe(ks), TypeError)
+        fail(ks_name, "a list of ints (per-group K on the host)", describe(ks), TypeError)
     if any(k < 0 or k % 128 for k in ks):
-        fail("ks", "non-negative multiples of 128", str(list(ks)))
+        fail(ks_name, "non-negative multiples of 128", str(list(ks)))
     check_tensor("d", d, dtype=torch.float32, ndim=3)
     G, M, N = d.shape
     if len(ks) != G:
-        fail("ks", f"{G} entries (one per group of d)", f"{len(ks)} entries")
+        fail(ks_name, f"{G} entries (one per group of d)", f"{len(ks)} entries")
     return G, M, N
 
 
-def _check_ks_tensor_values(ks: Sequence[int], ks_tensor: torch.Tensor, kernel: bool, device: torch.device) -> None:
-    """With value checks on (they read ks_tensor back and synchronize), ks_tensor must hold ks."""
+def _check_ks_tensor_values(ks: Sequence[int], ks_tensor: torch.Tensor, kernel: bool, device: torch.device,
+                            ks_name: str, layout_name: str) -> None:
+    """With value checks on (they read the device sizes back and synchronize), they must equal ks."""
     if check_values(kernel, device):
         if ks_tensor.cpu().tolist() != list(ks):
-            fail("ks_tensor", f"the same values as ks {list(ks)[:16]}", str(ks_tensor.cpu().tolist()[:16]))
+            fail(layout_name, f"the same values as {ks_name} {list(ks)[:16]}", str(ks_tensor.cpu().tolist()[:16]))
 
 
-def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Sequence[int], ks_tensor: torch.Tensor,
-                                     c: Optional[torch.Tensor] = None, recipe: Sequence[int] = RECIPE_1D1D) -> None:
+def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks_cpu: Optional[Sequence[int]] = None,
+                                     grouped_layout: Optional[torch.Tensor] = None, c: Optional[torch.Tensor] = None,
+                                     recipe: Sequence[int] = RECIPE_1D1D, compiled_dims: str = "mn",
+                                     use_psum_layout: bool = False, *, ks: Optional[Sequence[int]] = None,
+                                     ks_tensor: Optional[torch.Tensor] = None) -> None:
     """MoE weight gradient: ``D[g] = C[g] + A_g·B_gᵀ`` with a different K per group, 1d1d scales.
 
-    ``ks``: per-group K on the host, each a multiple of 128 (0 allowed); ``ks_tensor``: the same
-    values as int32 [G] on the device. A: flat FP8 buffer of M·Σks elements, per group a K-major
+    ``ks_cpu`` (``ks``): per-group K on the host, each a multiple of 128 (0 allowed);
+    ``grouped_layout`` (``ks_tensor``): the same values as int32 [G] on the device. (DeepGEMM 2.1
+    called them ``ks`` and ``ks_tensor``; either pair of names works. Below, ks and ks_tensor.) A: flat FP8 buffer of M·Σks elements, per group a K-major
     [M, ks[g]] block; B likewise [N, ks[g]] blocks; SFA float32 [M, Σks/128], SFB float32
     [N, Σks/128]; D float32 [G, M, N]; C float32 [G, M, N] required (it may be D itself, or any
     tensor sharing no memory with D). An empty group (ks[g] == 0) gives D[g] = C[g].
@@ -555,12 +732,15 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
     then, as long as they still sum to the captured Σks (the buffers are the captured ones). Device
     sizes that do not (a negative or non-multiple-of-128 entry counts as 0, and every group's K range
     is cut at Σks) give wrong groups but never read outside A, B or the scales.
+    ``compiled_dims`` changes nothing (as in ``fp8_gemm_nt``); ``use_psum_layout`` must be False.
     """
+    ks, ks_tensor, ks_name, layout_name = _k_group_args(ks_cpu, grouped_layout, ks, ks_tensor, use_psum_layout)
+    _check_deepgemm_options(compiled_dims)
     if _as_recipe(recipe) != RECIPE_1D1D:
         fail("recipe", f"{RECIPE_1D1D} (the k-grouped GEMM uses 1x128 scales on both operands)", repr(recipe))
     A, SFA = _pair("a", a)
     B, SFB = _pair("b", b)
-    G, M, N = _k_groups(ks, d)
+    G, M, N = _k_groups(ks, d, ks_name)
     _check_output("d", d, torch.float32, (G, M, N))
     if c is None:
         fail("c", "a float32 [G, M, N] tensor (pass c=d to accumulate in place)", "None")
@@ -574,13 +754,13 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
         fail("b[0]", f"{N * sum_k} elements (N·Σks)", f"{B.numel()}")
     check_tensor("a[1]", SFA, dtype=torch.float32, shape=(M, sum_k // 128))
     check_tensor("b[1]", SFB, dtype=torch.float32, shape=(N, sum_k // 128))
-    check_tensor("ks_tensor", ks_tensor, dtype=torch.int32, shape=(G,))
+    check_tensor(layout_name, ks_tensor, dtype=torch.int32, shape=(G,))
     device = check_same_device([("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("d", d), ("c", c),
-                                ("ks_tensor", ks_tensor)])
+                                (layout_name, ks_tensor)])
     _check_c_and_d(c, d)
-    _check_d_apart(d, ("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), ("ks_tensor", ks_tensor))
+    _check_d_apart(d, ("a[0]", A), ("a[1]", SFA), ("b[0]", B), ("b[1]", SFB), (layout_name, ks_tensor))
     kernel = _ops.use_kernel("k_grouped_fp8_gemm_nt_contiguous", device)
-    _check_ks_tensor_values(ks, ks_tensor, kernel, device)
+    _check_ks_tensor_values(ks, ks_tensor, kernel, device, ks_name, layout_name)
     if G == 0 or M == 0 or N == 0:
         return
     if kernel and N % 4 == 0:  # TMA stores D in 16-byte pieces of a row: other N run the reference
@@ -592,9 +772,15 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, ks: Se
     d.copy_(_ref.k_grouped_fp8_gemm_nt_contiguous(A, SFA, B, SFB, list(ks), c))
 
 
-def k_grouped_bf16_gemm_tn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, ks: Sequence[int],
-                                      ks_tensor: torch.Tensor, c: Optional[torch.Tensor] = None) -> None:
+def k_grouped_bf16_gemm_tn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor,
+                                      ks_cpu: Optional[Sequence[int]] = None, grouped_layout: Optional[torch.Tensor] = None,
+                                      c: Optional[torch.Tensor] = None, compiled_dims: str = "mn",
+                                      use_psum_layout: bool = False, *, ks: Optional[Sequence[int]] = None,
+                                      ks_tensor: Optional[torch.Tensor] = None) -> None:
     """MoE weight gradient in BF16: ``D[g] = C[g] + A_gᵀ·B_g`` with a different K per group.
+
+    The per-group sizes come as in ``k_grouped_fp8_gemm_nt_contiguous``: ``ks_cpu`` (``ks``) on the
+    host, ``grouped_layout`` (``ks_tensor``) on the device; below, ks and ks_tensor.
 
     A bf16 [Σks, M] and B bf16 [Σks, N] hold every group's K rows back to back (group g owns rows
     [Σks[:g], Σks[:g+1]): the activations' and output gradients' tokens of expert g), each row
@@ -612,21 +798,24 @@ def k_grouped_bf16_gemm_tn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     (16 bytes) and their bases 16-byte aligned (TMA); otherwise the reference path. With C, the
     kernel adds the products into D (C copied into D first when it is another tensor) by TMA
     reductions; where N is not a multiple of 4 by ``red.global.add`` instead, which flushes subnormal
-    values of C and of the sums to zero.
+    values of C and of the sums to zero. ``compiled_dims`` changes nothing; ``use_psum_layout`` must be
+    False.
     """
-    G, M, N = _k_groups(ks, d)
+    ks, ks_tensor, ks_name, layout_name = _k_group_args(ks_cpu, grouped_layout, ks, ks_tensor, use_psum_layout)
+    _check_deepgemm_options(compiled_dims)
+    G, M, N = _k_groups(ks, d, ks_name)
     sum_k = sum(ks)
     check_tensor("a", a, dtype=torch.bfloat16, shape=(sum_k, M))
     check_tensor("b", b, dtype=torch.bfloat16, shape=(sum_k, N))
     _check_output("d", d, torch.float32, (G, M, N))
     if c is not None:
         _check_output("c", c, torch.float32, (G, M, N), written=False)
-    check_tensor("ks_tensor", ks_tensor, dtype=torch.int32, shape=(G,))
-    device = check_same_device([("a", a), ("b", b), ("d", d), ("c", c), ("ks_tensor", ks_tensor)])
+    check_tensor(layout_name, ks_tensor, dtype=torch.int32, shape=(G,))
+    device = check_same_device([("a", a), ("b", b), ("d", d), ("c", c), (layout_name, ks_tensor)])
     _check_c_and_d(c, d)
-    _check_d_apart(d, ("a", a), ("b", b), ("ks_tensor", ks_tensor))
+    _check_d_apart(d, ("a", a), ("b", b), (layout_name, ks_tensor))
     kernel = _ops.use_kernel("k_grouped_bf16_gemm_tn_contiguous", device)
-    _check_ks_tensor_values(ks, ks_tensor, kernel, device)
+    _check_ks_tensor_values(ks, ks_tensor, kernel, device, ks_name, layout_name)
     if G == 0 or M == 0 or N == 0:
         return
     # The kernel reads A [Σks, M] and B [Σks, N] as MN-major operands ([M, Σks] and [N, Σks] views).
@@ -661,12 +850,24 @@ def _fast_m_grouped_bf16_masked(a, b, d, masked_m, expected_m) -> bool:
     return True
 
 
-def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, m_indices: torch.Tensor) -> None:
+def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor,
+                                      grouped_layout: Optional[torch.Tensor] = None, compiled_dims: str = "nk",
+                                      use_psum_layout: bool = False, ensure_zero_padding: bool = True,
+                                      expected_m_for_psum_layout: Optional[int] = None, *,
+                                      m_indices: Optional[torch.Tensor] = None) -> None:
     """BF16 MoE grouped GEMM, contiguous layout: A [M_sum, K], B [G, N, K], D bf16 [M_sum, N],
-    ``m_indices`` as in ``m_grouped_fp8_gemm_nt_contiguous`` (padding rows of D are written as 0,
-    whatever A holds there). A and B K-major; on SM90 the BF16 GEMM kernel runs when their strides
-    meet TMA's limits (module docstring), the reference otherwise."""
-    if isinstance(d, torch.Tensor) and isinstance(a, torch.Tensor):
+    ``grouped_layout`` (or ``m_indices=``) and ``use_psum_layout`` as in
+    ``m_grouped_fp8_gemm_nt_contiguous`` (padding rows of D are written as 0, whatever A holds
+    there). A and B K-major; on SM90 the BF16 GEMM kernel runs when their strides meet TMA's limits
+    (module docstring), the reference otherwise. ``compiled_dims`` changes nothing."""
+    name = _grouped_layout_name(m_indices)
+    m_indices = _renamed("grouped_layout", grouped_layout, "m_indices", m_indices)
+    _check_deepgemm_options(compiled_dims)
+    if use_psum_layout is not False or expected_m_for_psum_layout is not None:
+        _check_psum_hint(use_psum_layout, expected_m_for_psum_layout)
+    if ensure_zero_padding.__class__ is not bool:
+        fail("ensure_zero_padding", "a bool", describe(ensure_zero_padding), TypeError)
+    if not use_psum_layout and isinstance(d, torch.Tensor) and isinstance(a, torch.Tensor):
         if _kernel_fast_path(lambda: _fast_m_grouped_bf16_contiguous(a, b, d, m_indices)):
             return
     check_tensor("a", a, dtype=torch.bfloat16, ndim=2, last_dim_contiguous=True)
@@ -675,11 +876,11 @@ def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     G, N, _ = b.shape
     check_tensor("b", b, shape=(G, N, K))
     _check_output("d", d, torch.bfloat16, (M, N))
-    check_tensor("m_indices", m_indices, dtype=torch.int32, shape=(M,), contiguous=True)
-    device = check_same_device([("a", a), ("b", b), ("d", d), ("m_indices", m_indices)])
-    _check_d_apart(d, ("a", a), ("b", b), ("m_indices", m_indices))
+    check_tensor(name, m_indices, dtype=torch.int32, shape=(G,) if use_psum_layout else (M,), contiguous=True)
+    device = check_same_device([("a", a), ("b", b), ("d", d), (name, m_indices)])
+    _check_d_apart(d, ("a", a), ("b", b), (name, m_indices))
     kernel = _ops.use_kernel("m_grouped_bf16_gemm_nt_contiguous", device)
-    _check_m_indices(m_indices, G, device, kernel)
+    m_indices = _m_indices_of(name, m_indices, use_psum_layout, G, M, device, kernel)
     if M == 0 or N == 0:
         return
     if kernel and G > 0 and K > 0 and _bf16_tma_ok(a, mn_major_ok=False) and _bf16_tma_ok(b):
@@ -688,14 +889,26 @@ def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     d.copy_(_ref.m_grouped_bf16_gemm_nt_contiguous(a, b, m_indices))
 
 
+def m_grouped_bf16_gemm_nn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor,
+                                      grouped_layout: Optional[torch.Tensor] = None, compiled_dims: str = "nk",
+                                      use_psum_layout: bool = False, ensure_zero_padding: bool = True, *,
+                                      m_indices: Optional[torch.Tensor] = None) -> None:
+    """``m_grouped_bf16_gemm_nt_contiguous`` with B given as [G, K, N] (a view of the nt operand: B
+    must still be K-major in memory)."""
+    check_tensor("b", b, ndim=3)
+    m_grouped_bf16_gemm_nt_contiguous(a, b.transpose(1, 2), d, grouped_layout, compiled_dims, use_psum_layout,
+                                      ensure_zero_padding, m_indices=m_indices)
+
+
 def m_grouped_bf16_gemm_nt_masked(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, masked_m: torch.Tensor,
-                                  expected_m: int) -> None:
+                                  expected_m: int, compiled_dims: str = "nk") -> None:
     """BF16 MoE grouped GEMM, masked layout: A [G, M_max, K], B [G, N, K], D bf16 [G, M_max, N]; rows
     at or past ``masked_m[g]`` are unspecified, as in ``m_grouped_fp8_gemm_nt_masked`` (0 in a tile
     with valid rows, untouched beyond). ``masked_m`` int32 [G] is read on the device (one CUDA
     graph capture serves any counts); ``expected_m`` only steers the kernel's tile choice. A and B
     K-major; on SM90 the BF16 GEMM kernel runs when their strides meet TMA's limits (module
-    docstring), the reference otherwise."""
+    docstring), the reference otherwise. ``compiled_dims`` changes nothing."""
+    _check_deepgemm_options(compiled_dims)
     if isinstance(d, torch.Tensor) and isinstance(a, torch.Tensor):
         if _kernel_fast_path(lambda: _fast_m_grouped_bf16_masked(a, b, d, masked_m, expected_m)):
             return
@@ -715,3 +928,17 @@ def m_grouped_bf16_gemm_nt_masked(a: torch.Tensor, b: torch.Tensor, d: torch.Ten
         torch.ops.hopperkit.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m, get_num_sms(device), get_pdl())
         return
     d.copy_(_ref.m_grouped_bf16_gemm_nt_masked(a, b, masked_m))
+
+
+# DeepGEMM's other names for the same functions: its newer releases register the FP8 GEMMs as
+# fp8_fp4_* (FP4 operands run on SM100 only; here the dtype checks refuse them), and earlier ones
+# exported the masked GEMMs as fp8_m_grouped_gemm_nt_masked and bf16_m_grouped_gemm_nt_masked.
+fp8_fp4_gemm_nt = fp8_gemm_nt
+fp8_fp4_gemm_nn = fp8_gemm_nn
+fp8_fp4_gemm_tn = fp8_gemm_tn
+fp8_fp4_gemm_tt = fp8_gemm_tt
+m_grouped_fp8_fp4_gemm_nt_contiguous = m_grouped_fp8_gemm_nt_contiguous
+m_grouped_fp8_fp4_gemm_nn_contiguous = m_grouped_fp8_gemm_nn_contiguous
+m_grouped_fp8_fp4_gemm_nt_masked = m_grouped_fp8_gemm_nt_masked
+fp8_m_grouped_gemm_nt_masked = m_grouped_fp8_gemm_nt_masked
+bf16_m_grouped_gemm_nt_masked = m_grouped_bf16_gemm_nt_masked
