@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from ._validation import check_int, check_tensor, fail
+from ._validation import check_int, check_tensor, describe, fail
 from .reference import layout as _layout_ref
 
 __all__ = [
@@ -121,9 +121,19 @@ def transform_sf_into_required_layout(
     recipe: Sequence[int],
     num_groups: Optional[int] = None,
     is_sfa: Optional[bool] = None,
+    disable_ue8m0_cast: bool = False,
+    psum_layout: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """The layout the SM90 kernels read: 1×128 scales MN-major and TMA-aligned, 128×128 scales
-    checked and contiguous. Raises for scale formats SM90 does not take (packed UE8M0)."""
+    checked and contiguous. Raises for scale formats SM90 does not take (packed UE8M0).
+
+    ``disable_ue8m0_cast`` and ``psum_layout`` are DeepGEMM's and concern the UE8M0 packing of its
+    SM100 kernels (the psum layout's gap rows are skipped there); FP32 scales, the only ones SM90
+    reads, come out the same whatever they are."""
+    if not isinstance(disable_ue8m0_cast, bool):
+        fail("disable_ue8m0_cast", "a bool", describe(disable_ue8m0_cast), TypeError)
+    if psum_layout is not None:
+        check_tensor("psum_layout", psum_layout, dtype=torch.int32, ndim=1)
     check_tensor("sf", sf)
     check_int("mn", mn, min_value=0)
     check_int("k", k, min_value=0)

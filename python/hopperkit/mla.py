@@ -190,7 +190,10 @@ def flash_mla_with_kvcache(
     is_fp8_kvcache: bool = False,
     indices: Optional[torch.Tensor] = None,
     attn_sink: Optional[torch.Tensor] = None,
+    extra_k_cache: Optional[torch.Tensor] = None,
+    extra_indices_in_kvcache: Optional[torch.Tensor] = None,
     topk_length: Optional[torch.Tensor] = None,
+    extra_topk_length: Optional[torch.Tensor] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """MLA decode attention over a paged KV cache (FlashMLA's function of the same name).
 
@@ -207,7 +210,16 @@ def flash_mla_with_kvcache(
     ``softmax_scale`` defaults to 576 ** -0.5. Returns ``out`` [b, s_q, h_q, 512] (q's dtype; bf16 in
     sparse mode) and ``lse`` float32 [b, h_q, s_q] (natural log; +inf, with out 0, for rows that
     attend to nothing; the sparse LSE is a transposed view and excludes the sink).
+
+    The parameters are FlashMLA's, in its order. ``extra_k_cache``, ``extra_indices_in_kvcache`` and
+    ``extra_topk_length`` (a second cache read by FlashMLA's sparse decode of its 512-dim MODEL1
+    layout) must be None: that layout is not supported.
     """
+    for name, v in (("extra_k_cache", extra_k_cache), ("extra_indices_in_kvcache", extra_indices_in_kvcache),
+                    ("extra_topk_length", extra_topk_length)):
+        if v is not None:
+            fail(name, "None (the second cache of FlashMLA's MODEL1 sparse decode; hopperkit reads the V3.2 "
+                 "layouts only)", describe(v))
     if indices is None and attn_sink is None and topk_length is None and is_fp8_kvcache is False:
         try:
             fast = _fast_dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata,

@@ -1,8 +1,8 @@
-"""DeepGEMM's call signatures: every GEMM takes the parameters DeepGEMM's SM90 build takes, in its
-order and with its defaults, so that serving code calls hopperkit as it calls DeepGEMM (vLLM, for
-one, passes ``disable_ue8m0_cast`` on every call). The options that only steer DeepGEMM's JIT or
-its SM100 kernels change nothing here; the results are compared bit for bit. Runs on the CPU, and
-on the GPU of an SM90 machine."""
+"""Upstream call signatures: every GEMM, cast and layout helper takes the parameters DeepGEMM takes,
+in its order and with its defaults, and ``flash_mla_with_kvcache`` FlashMLA's, so that serving code
+calls hopperkit as it calls them (vLLM, for one, passes ``disable_ue8m0_cast`` on every GEMM call).
+The options that only steer DeepGEMM's JIT or its SM100 kernels change nothing here; the results
+are compared bit for bit. Runs on the CPU, and on the GPU of an SM90 machine."""
 
 from __future__ import annotations
 
@@ -269,3 +269,51 @@ def test_bad_options_are_refused_by_name(dev):
     for i, (call, exc, match) in enumerate(cases):
         with pytest.raises(exc, match=match):
             call()
+
+
+def test_transform_sf_takes_deepgemms_arguments(dev):
+    params = list(inspect.signature(hk.transform_sf_into_required_layout).parameters.values())
+    assert [(p.name, p.default) for p in params] == [
+        ("sf", _E), ("mn", _E), ("k", _E), ("recipe", _E), ("num_groups", None), ("is_sfa", None),
+        ("disable_ue8m0_cast", False), ("psum_layout", None)]
+    sf = torch.randn(100, 3, device=dev)
+    ref = hk.transform_sf_into_required_layout(sf, 100, 384, (1, 128, 128), is_sfa=True)
+    ends = torch.tensor([40, 100], dtype=torch.int32, device=dev)
+    for out in (hk.transform_sf_into_required_layout(sf, 100, 384, (1, 128), None, None, True, ends),
+                hk.transform_sf_into_required_layout(sf, 100, 384, (1, 128, 128), is_sfa=True, disable_ue8m0_cast=True)):
+        assert torch.equal(out, ref) and out.stride() == ref.stride()
+    with pytest.raises(TypeError, match="disable_ue8m0_cast must be a bool"):
+        hk.transform_sf_into_required_layout(sf, 100, 384, (1, 128), disable_ue8m0_cast="no")
+    with pytest.raises(TypeError, match="psum_layout must be"):
+        hk.transform_sf_into_required_layout(sf, 100, 384, (1, 128), psum_layout=ends.long())
+
+
+def test_casts_take_deepgemms_arguments(dev):
+    """deep_gemm.utils' casts take gran_k (and the per-token one use_packed_ue8m0): SM90 takes 128 and
+    FP32 scales only."""
+    x = torch.randn(130, 300, device=dev)
+    for cast, extra in ((hk.per_token_cast_to_fp8, dict(use_packed_ue8m0=False)), (hk.per_block_cast_to_fp8, {}),
+                        (hk.per_channel_cast_to_fp8, {})):
+        xx = x[:128] if cast is hk.per_channel_cast_to_fp8 else x
+        ref = cast(xx, False)
+        out = cast(xx, False, gran_k=128, **extra)
+        assert torch.equal(out[0].view(torch.uint8), ref[0].view(torch.uint8)) and torch.equal(out[1], ref[1])
+        with pytest.raises(ValueError, match="gran_k must be 128"):
+            cast(xx, False, gran_k=32)
+    with pytest.raises(ValueError, match="use_packed_ue8m0 must be False"):
+        hk.per_token_cast_to_fp8(x, True, 128, True)
+
+
+def test_flash_mla_with_kvcache_takes_flashmlas_parameters():
+    """FlashMLA's parameter order (reference/flashmla.md §1.2), so positional calls carry over; the
+    MODEL1 layout's second cache is refused by name."""
+    names = list(inspect.signature(hk.flash_mla_with_kvcache).parameters)
+    assert names == ["q", "k_cache", "block_table", "cache_seqlens", "head_dim_v", "tile_scheduler_metadata",
+                     "num_splits", "softmax_scale", "causal", "is_fp8_kvcache", "indices", "attn_sink",
+                     "extra_k_cache", "extra_indices_in_kvcache", "topk_length", "extra_topk_length"]
+    q = torch.randn(1, 1, 16, 576).bfloat16()
+    k_cache = torch.randn(2, 64, 1, 576).bfloat16()
+    for name in ("extra_k_cache", "extra_indices_in_kvcache", "extra_topk_length"):
+        meta, _ = hk.get_mla_metadata()
+        with pytest.raises(ValueError, match=f"hopperkit: {name} must be None"):
+            hk.flash_mla_with_kvcache(q, k_cache, None, None, 512, meta, **{name: torch.zeros(1, dtype=torch.int32)})
