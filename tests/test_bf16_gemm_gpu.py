@@ -911,16 +911,16 @@ def test_k_grouped_bad_input(monkeypatch):
     kt = torch.tensor([128, 256], dtype=torch.int32, device="cuda")
     d = c.clone()
     call = hopperkit.k_grouped_bf16_gemm_tn_contiguous
-    with pytest.raises(ValueError, match=r"hopperkit: ks must be non-negative multiples of 128"):
+    with pytest.raises(ValueError, match=r"hopperkit: ks_cpu must be non-negative multiples of 128"):
         call(a, b, d, [128, 200], kt, c=d)
-    with pytest.raises(ValueError, match=r"hopperkit: ks must be 2 entries"):
+    with pytest.raises(ValueError, match=r"hopperkit: ks_cpu must be 2 entries"):
         call(a, b, d, [384], kt, c=d)
     with pytest.raises(ValueError, match=r"hopperkit: a must"):
         call(a[:-128], b, d, [128, 256], kt, c=d)
     with pytest.raises(TypeError, match=r"hopperkit: d must"):
         call(a, b, d.to(torch.bfloat16), [128, 256], kt)
     monkeypatch.setenv("HOPPERKIT_CHECK_VALUES", "1")
-    with pytest.raises(ValueError, match=r"hopperkit: ks_tensor must be the same values as ks"):
+    with pytest.raises(ValueError, match=r"hopperkit: grouped_layout must be the same values as ks_cpu"):
         call(a, b, d, [128, 256], torch.tensor([256, 128], dtype=torch.int32, device="cuda"), c=d)
     monkeypatch.delenv("HOPPERKIT_CHECK_VALUES")
     op = torch.ops.hopperkit.k_grouped_bf16_gemm_tn_contiguous

@@ -406,9 +406,9 @@ def test_k_grouped_bad_inputs(cuda, monkeypatch):
     kt = torch.tensor(ks, dtype=torch.int32, device=cuda)
     d = c0.clone()
     call = hopperkit.k_grouped_fp8_gemm_nt_contiguous
-    with pytest.raises(ValueError, match=r"hopperkit: ks must be non-negative multiples of 128"):
+    with pytest.raises(ValueError, match=r"hopperkit: ks_cpu must be non-negative multiples of 128"):
         call((a8, sfa), (b8, sfb), d, [128, 200], kt, c=d)
-    with pytest.raises(ValueError, match=r"hopperkit: ks must be 2 entries"):
+    with pytest.raises(ValueError, match=r"hopperkit: ks_cpu must be 2 entries"):
         call((a8, sfa), (b8, sfb), d, [384], kt, c=d)
     with pytest.raises(ValueError, match=r"hopperkit: a\[0\] must be"):
         call((a8[:-16], sfa), (b8, sfb), d, ks, kt, c=d)
@@ -419,7 +419,7 @@ def test_k_grouped_bad_inputs(cuda, monkeypatch):
     with pytest.raises(ValueError, match=r"hopperkit: recipe must be"):
         call((a8, sfa), (b8, sfb), d, ks, kt, c=d, recipe=(1, 128, 128))
     monkeypatch.setenv("HOPPERKIT_CHECK_VALUES", "1")
-    with pytest.raises(ValueError, match=r"hopperkit: ks_tensor must be the same values as ks"):
+    with pytest.raises(ValueError, match=r"hopperkit: grouped_layout must be the same values as ks_cpu"):
         call((a8, sfa), (b8, sfb), d, ks, torch.tensor([256, 128], dtype=torch.int32, device=cuda), c=d)
     # The op's own checks (what the Python layer would otherwise catch first).
     op = torch.ops.hopperkit.k_grouped_fp8_gemm_nt_contiguous_1d1d
