@@ -58,6 +58,8 @@ DEEPGEMM_ALIASES = {
     "m_grouped_fp8_fp4_gemm_nt_masked": "m_grouped_fp8_gemm_nt_masked",
     "fp8_m_grouped_gemm_nt_masked": "m_grouped_fp8_gemm_nt_masked",
     "bf16_m_grouped_gemm_nt_masked": "m_grouped_bf16_gemm_nt_masked",
+    "get_col_major_tma_aligned_tensor": "get_mn_major_tma_aligned_tensor",
+    "get_m_alignment_for_contiguous_layout": "get_mk_alignment_for_contiguous_layout",
 }
 
 
@@ -84,6 +86,13 @@ def test_aliases_are_the_same_functions():
     for alias, target in DEEPGEMM_ALIASES.items():
         assert getattr(hk, alias) is getattr(hk, target), alias
         assert alias in hk.__all__ and target in hk.__all__
+
+
+def test_theoretical_alignment_is_the_layouts():
+    assert hk.get_theoretical_mk_alignment_for_contiguous_layout() == 128
+    assert hk.get_theoretical_mk_alignment_for_contiguous_layout(expected_m=20, num_groups=256) == 128
+    with pytest.raises(TypeError, match="expected_m must be an int"):
+        hk.get_theoretical_mk_alignment_for_contiguous_layout(expected_m=2.5)
 
 
 def _fp8_case(dev, m=72, n=256, k=384, seed=0):

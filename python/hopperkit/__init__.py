@@ -11,11 +11,13 @@ except ImportError:  # a source tree used without installing
     __version__ = "0.0.0+unknown"
 from ._validation import set_check_values
 from .layout import (
+    get_col_major_tma_aligned_tensor,
     get_m_alignment_for_contiguous_layout,
     get_mk_alignment_for_contiguous_layout,
     get_mn_major_tma_aligned_tensor,
     get_num_sms,
     get_pdl,
+    get_theoretical_mk_alignment_for_contiguous_layout,
     get_tma_aligned_size,
     set_num_sms,
     set_pdl,
@@ -80,6 +82,8 @@ __all__ = [
     "get_mn_major_tma_aligned_tensor",
     "get_mk_alignment_for_contiguous_layout",
     "get_m_alignment_for_contiguous_layout",
+    "get_theoretical_mk_alignment_for_contiguous_layout",
+    "get_col_major_tma_aligned_tensor",
     "transform_sf_into_required_layout",
     "FlashMLASchedMeta",
     "get_mla_metadata",

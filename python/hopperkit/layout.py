@@ -27,6 +27,8 @@ __all__ = [
     "get_mn_major_tma_aligned_tensor",
     "get_mk_alignment_for_contiguous_layout",
     "get_m_alignment_for_contiguous_layout",
+    "get_theoretical_mk_alignment_for_contiguous_layout",
+    "get_col_major_tma_aligned_tensor",
     "transform_sf_into_required_layout",
 ]
 
@@ -112,6 +114,18 @@ def get_mk_alignment_for_contiguous_layout() -> int:
 
 
 get_m_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout  # DeepGEMM v1 name
+get_col_major_tma_aligned_tensor = get_mn_major_tma_aligned_tensor  # DeepGEMM v1 name
+
+
+def get_theoretical_mk_alignment_for_contiguous_layout(expected_m: Optional[int] = None,
+                                                       num_groups: Optional[int] = None) -> int:
+    """DeepGEMM's alignment for a given expected M per group: on SM90 always the layout's 128 rows,
+    which is what hopperkit's kernels need whatever the counts (the arguments are checked only)."""
+    if expected_m is not None:
+        check_int("expected_m", expected_m, min_value=0)
+    if num_groups is not None:
+        check_int("num_groups", num_groups, min_value=0)
+    return get_mk_alignment_for_contiguous_layout()
 
 
 def transform_sf_into_required_layout(
