@@ -287,6 +287,49 @@ def test_fp8_gemm_with_pdl_matches():
         hk.set_pdl(False)
 
 
+@pytest.mark.gpu
+def test_pdl_chains_read_the_previous_kernels_output():
+    """With PDL each GEMM and cast may be scheduled before the kernel before it has finished, and
+    waits on the device (griddepcontrol.wait) before its first read: chains in which each kernel reads
+    or accumulates into what the one before it wrote must give the bits of the same calls without PDL."""
+    dev = torch.device("cuda")
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(64, 2048, generator=g).to(torch.bfloat16).to(dev)
+    w1 = torch.randn(1024, 2048, generator=g).to(torch.bfloat16).to(dev)
+    w2 = torch.randn(512, 1024, generator=g).to(torch.bfloat16).to(dev)
+    b1, b2 = hk.per_block_cast_to_fp8(w1), hk.per_block_cast_to_fp8(w2)
+    a_wg = torch.randn(256, 1024, generator=g).to(torch.bfloat16).to(dev)
+    b_wg = torch.randn(384, 1024, generator=g).to(torch.bfloat16).to(dev)
+    a_wg8, b_wg8 = hk.per_token_cast_to_fp8(a_wg), hk.per_token_cast_to_fp8(b_wg)
+
+    def chain():
+        # cast -> FP8 GEMM -> cast of its output -> FP8 GEMM (read after write across kernels)
+        h = poison_(torch.empty(64, 1024, dtype=torch.bfloat16, device=dev))
+        hk.fp8_gemm_nt(hk.per_token_cast_to_fp8(x), b1, h)
+        y = poison_(torch.empty(64, 512, dtype=torch.bfloat16, device=dev))
+        hk.fp8_gemm_nt(hk.per_token_cast_to_fp8(h), b2, y)
+        # BF16 GEMM reading the previous BF16 GEMM's D as its A
+        hb = poison_(torch.empty(64, 1024, dtype=torch.bfloat16, device=dev))
+        hk.bf16_gemm_nt(x, w1, hb)
+        yb = poison_(torch.empty(64, 512, dtype=torch.bfloat16, device=dev))
+        hk.bf16_gemm_nt(hb, w2, yb)
+        # 1d1d weight gradients accumulated into one FP32 D, three launches in a row
+        dw = torch.zeros(256, 384, dtype=torch.float32, device=dev)
+        for _ in range(3):
+            hk.fp8_gemm_nt(a_wg8, b_wg8, dw, c=dw, recipe=(1, 1, 128))
+        return y, yb, dw
+
+    expected = chain()
+    assert not any(t.isnan().any() for t in expected)
+    try:
+        hk.set_pdl(True)
+        for _ in range(5):
+            for got, want in zip(chain(), expected):
+                assert torch.equal(got, want)
+    finally:
+        hk.set_pdl(False)
+
+
 # --------------------------------------------------------------------------------------------------
 # The kernel-path fast lanes hand structural checks to the C++ op; when the op rejects a call, the
 # full Python checks must run and raise the documented error. Exercised on the CPU by pretending the
