@@ -525,9 +525,18 @@ def _fast_m_grouped_masked(a, b, d, masked_m, expected_m) -> bool:
     return True
 
 
-def _grouped_layout_name(m_indices: object) -> str:
-    """How the caller named the contiguous layout's ids, for the error messages."""
-    return "grouped_layout" if m_indices is None else "m_indices"
+def _contiguous_layout_args(grouped_layout: object, m_indices: object, use_psum_layout: object,
+                            ensure_zero_padding: object, expected_m_for_psum_layout: object) -> tuple[str, object]:
+    """The contiguous GEMMs' expert ids under either name (DeepGEMM's grouped_layout, or m_indices as
+    in its 2.1), with the name the caller used for the error messages, and their layout options
+    checked. ``ensure_zero_padding`` always holds here: padding rows of D are written as 0."""
+    name = "grouped_layout" if m_indices is None else "m_indices"
+    layout = _renamed("grouped_layout", grouped_layout, "m_indices", m_indices)
+    if use_psum_layout is not False or expected_m_for_psum_layout is not None:
+        _check_psum_hint(use_psum_layout, expected_m_for_psum_layout)
+    if ensure_zero_padding.__class__ is not bool:
+        fail("ensure_zero_padding", "a bool", describe(ensure_zero_padding), TypeError)
+    return name, layout
 
 
 def _m_indices_of(name: str, layout: torch.Tensor, use_psum_layout: bool, num_groups: int, m_sum: int,
@@ -563,15 +572,11 @@ def m_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, groupe
     ``recipe_b``), ``compiled_dims`` and ``disable_ue8m0_cast`` as in ``fp8_gemm_nt``; the recipe is
     1d2d.
     """
-    name = _grouped_layout_name(m_indices)
-    m_indices = _renamed("grouped_layout", grouped_layout, "m_indices", m_indices)
+    name, m_indices = _contiguous_layout_args(grouped_layout, m_indices, use_psum_layout, ensure_zero_padding,
+                                              expected_m_for_psum_layout)
     if recipe is not None or recipe_a is not None or recipe_b is not None:
         _check_grouped_recipe(recipe, recipe_a, recipe_b)
     _check_deepgemm_options(compiled_dims, disable_ue8m0_cast)
-    if use_psum_layout is not False or expected_m_for_psum_layout is not None:
-        _check_psum_hint(use_psum_layout, expected_m_for_psum_layout)
-    if ensure_zero_padding.__class__ is not bool:
-        fail("ensure_zero_padding", "a bool", describe(ensure_zero_padding), TypeError)
     if not use_psum_layout and isinstance(d, torch.Tensor):
         if _kernel_fast_path(lambda: _fast_m_grouped_contiguous(a, b, d, m_indices)):
             return
@@ -860,13 +865,9 @@ def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     ``m_grouped_fp8_gemm_nt_contiguous`` (padding rows of D are written as 0, whatever A holds
     there). A and B K-major; on SM90 the BF16 GEMM kernel runs when their strides meet TMA's limits
     (module docstring), the reference otherwise. ``compiled_dims`` changes nothing."""
-    name = _grouped_layout_name(m_indices)
-    m_indices = _renamed("grouped_layout", grouped_layout, "m_indices", m_indices)
+    name, m_indices = _contiguous_layout_args(grouped_layout, m_indices, use_psum_layout, ensure_zero_padding,
+                                              expected_m_for_psum_layout)
     _check_deepgemm_options(compiled_dims)
-    if use_psum_layout is not False or expected_m_for_psum_layout is not None:
-        _check_psum_hint(use_psum_layout, expected_m_for_psum_layout)
-    if ensure_zero_padding.__class__ is not bool:
-        fail("ensure_zero_padding", "a bool", describe(ensure_zero_padding), TypeError)
     if not use_psum_layout and isinstance(d, torch.Tensor) and isinstance(a, torch.Tensor):
         if _kernel_fast_path(lambda: _fast_m_grouped_bf16_contiguous(a, b, d, m_indices)):
             return
