@@ -95,6 +95,72 @@ def test_theoretical_alignment_is_the_layouts():
         hk.get_theoretical_mk_alignment_for_contiguous_layout(expected_m=2.5)
 
 
+def test_runtime_knobs_deepgemm_code_calls():
+    """DeepGEMM's knobs that mean nothing to ahead-of-time SM90 kernels are accepted and checked."""
+    try:
+        assert hk.get_tc_util() == 100
+        hk.set_tc_util(60)
+        assert hk.get_tc_util() == 60
+        for bad in (101, -1):
+            with pytest.raises(ValueError, match="tc_util"):
+                hk.set_tc_util(bad)
+        with pytest.raises(TypeError, match="tc_util"):
+            hk.set_tc_util(0.5)
+        assert hk.get_tc_util() == 60
+    finally:
+        hk.set_tc_util(100)
+    hk.set_ignore_compile_dims(True)
+    hk.set_ignore_compile_dims(False)
+    with pytest.raises(TypeError, match="ignore must be a bool"):
+        hk.set_ignore_compile_dims(1)
+
+
+def test_mk_alignment_can_be_raised(dev):
+    """set_mk_alignment_for_contiguous_layout: multiples of 128 only; the grouped GEMMs then check
+    segments against it and place the psum layout's segments on it."""
+    g = torch.Generator().manual_seed(3)
+    G, n, k = 2, 128, 256
+    b = [hk.per_block_cast_to_fp8(torch.randn(n, k, generator=g).to(dev)) for _ in range(G)]
+    b8, sfb = torch.stack([x for x, _ in b]), torch.stack([s for _, s in b])
+    sizes = [60, 70]
+
+    def layout(align):
+        rows = [-(-s // align) * align for s in sizes]
+        ids = torch.cat([torch.tensor([i] * s + [-1] * (r - s), dtype=torch.int32) for i, (s, r) in enumerate(zip(sizes, rows))])
+        ends = torch.tensor([sum(rows[:i]) + s for i, s in enumerate(sizes)], dtype=torch.int32)
+        return ids.to(dev), ends.to(dev)
+
+    ids128, _ = layout(128)
+    ids256, ends256 = layout(256)
+    a = torch.randn(ids256.numel(), k, generator=g)
+    a[ids256.cpu() == -1] = math.nan
+    a8, sfa = hk.per_token_cast_to_fp8(a.to(dev))
+    d = torch.empty(ids256.numel(), n, dtype=torch.bfloat16, device=dev)
+    for bad, exc in ((64, ValueError), (200, ValueError), (0, ValueError), (256.0, TypeError)):
+        with pytest.raises(exc, match="alignment"):
+            hk.set_mk_alignment_for_contiguous_layout(bad)
+    assert hk.get_mk_alignment_for_contiguous_layout() == 128
+    hk.set_check_values(True)
+    try:
+        hk.set_mk_alignment_for_contiguous_layout(256)
+        assert hk.get_mk_alignment_for_contiguous_layout() == 256
+        assert hk.get_theoretical_mk_alignment_for_contiguous_layout(expected_m=64) == 256
+        # Expert 1 starts at row 128: aligned to 128, not to 256.
+        d128 = torch.empty(ids128.numel(), n, dtype=torch.bfloat16, device=dev)
+        with pytest.raises(ValueError, match="multiples of 256 rows"):
+            hk.m_grouped_fp8_gemm_nt_contiguous((a8[:256], sfa[:256]), (b8, sfb), d128, ids128)
+        d0 = hk.testing.poison_(torch.empty_like(d))
+        hk.m_grouped_fp8_gemm_nt_contiguous((a8, sfa), (b8, sfb), d0, ids256)
+        d1 = hk.testing.poison_(torch.empty_like(d))
+        hk.m_grouped_fp8_gemm_nt_contiguous((a8, sfa), (b8, sfb), d1, ends256, use_psum_layout=True)
+        assert torch.equal(d0, d1)
+        assert not d0.isnan().any()
+    finally:
+        hk.set_mk_alignment_for_contiguous_layout(None)
+        hk.set_check_values(None)
+    assert hk.get_mk_alignment_for_contiguous_layout() == 128
+
+
 def _fp8_case(dev, m=72, n=256, k=384, seed=0):
     g = torch.Generator().manual_seed(seed)
     a = torch.randn(m, k, generator=g).to(dev)

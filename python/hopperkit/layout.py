@@ -23,9 +23,13 @@ __all__ = [
     "set_num_sms",
     "get_pdl",
     "set_pdl",
+    "get_tc_util",
+    "set_tc_util",
+    "set_ignore_compile_dims",
     "get_tma_aligned_size",
     "get_mn_major_tma_aligned_tensor",
     "get_mk_alignment_for_contiguous_layout",
+    "set_mk_alignment_for_contiguous_layout",
     "get_m_alignment_for_contiguous_layout",
     "get_theoretical_mk_alignment_for_contiguous_layout",
     "get_col_major_tma_aligned_tensor",
@@ -89,6 +93,29 @@ def get_pdl() -> bool:
     return _pdl
 
 
+_tc_util = 100
+
+
+def set_tc_util(tc_util: int) -> None:
+    """DeepGEMM's tensor-core utilisation knob (0-100). Its SM100 kernels throttle by it; its SM90
+    kernels, like all of hopperkit's, do not. Kept so that code written for DeepGEMM runs unchanged:
+    the value is checked and stored, and ``get_tc_util`` returns it."""
+    global _tc_util
+    _tc_util = check_int("tc_util", tc_util, min_value=0, max_value=100)
+
+
+def get_tc_util() -> int:
+    return _tc_util
+
+
+def set_ignore_compile_dims(ignore: bool) -> None:
+    """DeepGEMM compiles some shape dims into its JIT kernels unless told not to. hopperkit compiles
+    its kernels ahead of time with every dim a runtime argument, so there is nothing to change: the
+    call is accepted (a bool) and has no effect."""
+    if not isinstance(ignore, bool):
+        fail("ignore", "a bool", describe(ignore), TypeError)
+
+
 def get_tma_aligned_size(x: int, element_size: int) -> int:
     """``x`` rounded up so that ``x * element_size`` is a multiple of 16 bytes (a TMA stride)."""
     check_int("x", x, min_value=0)
@@ -108,9 +135,31 @@ def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
     return _layout_ref.get_mn_major_tma_aligned_tensor(sf)
 
 
+_mk_alignment: Optional[int] = None
+
+
 def get_mk_alignment_for_contiguous_layout() -> int:
-    """Row alignment of each expert's segment in the m-grouped contiguous layout (128)."""
+    """Row alignment of each expert's segment in the m-grouped contiguous layout: 128, or what
+    ``set_mk_alignment_for_contiguous_layout`` set. The grouped GEMMs check ``m_indices`` (and place
+    the psum layout's segments) against this value."""
+    if _mk_alignment is not None:
+        return _mk_alignment
     return _layout_ref.get_mk_alignment_for_contiguous_layout()
+
+
+def set_mk_alignment_for_contiguous_layout(alignment: Optional[int]) -> None:
+    """Pad expert segments to ``alignment`` rows instead of 128 (DeepGEMM's setter). The kernels'
+    tiles need every segment to start on a multiple of 128 rows, so the value must be a positive
+    multiple of 128; ``None`` restores 128. The k-grouped GEMM's per-group K stays a multiple of 128."""
+    global _mk_alignment
+    if alignment is None:
+        _mk_alignment = None
+        return
+    base = _layout_ref.get_mk_alignment_for_contiguous_layout()
+    value = check_int("alignment", alignment, min_value=base)
+    if value % base:
+        fail("alignment", f"a positive multiple of {base} (the kernels' segment granularity)", str(value))
+    _mk_alignment = value
 
 
 get_m_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout  # DeepGEMM v1 name
