@@ -364,7 +364,7 @@ inline int choose_bf16_k_splits(int m, int n, int k, const Bf16GemmConfig& confi
 //   Where the swapped tiles do not split, the tiles alone fill the SMs, and the normal kernels
 //   measured faster or at most 6% slower (about what the measurement resolves).
 // PERF (H200, benchmarks/sweep_bf16_swap.py: ncu kernel durations, one run, µs, normal / swapped
-// 32 / 64 / 96 / torch.mm; the whole table in bf16/README.md "Swap-AB"): split, 64×2112×7168 16.54 /
+// 32 / 64 / 96 / torch.mm; the whole table in bf16/PERF.md "Swap-AB"): split, 64×2112×7168 16.54 /
 // 15.71 / 14.40 / 17.66 / 16.26, 96×2112×7168 23.55 / 22.94 / 20.13 / 16.83 / 15.94, 128×2112×7168
 // 19.65 / 23.17 / 16.51 / 27.84 / 16.06, 64×576×7168 12.93 / 9.34 / 10.30 / 13.25 / 11.10,
 // 96×576×7168 13.76 / 10.56 / 11.71 / 13.25 / 11.49, 72×4096×7168 36.54 / 41.73 / 36.00 / 24.54 /

@@ -59,7 +59,7 @@ __device__ __forceinline__ void store_pair(Out* d_row, const Out* c_row, int col
 
 // Columns (col, col + 1) of a row of FP32 D that already holds C: D += (x, y) by a reduction at L2,
 // so the math warps never wait for D's old values (loading C left the tensor cores idle for the
-// loads' latency: 4096×7168×2048 accumulating in place ran at 340 TFLOPS that way, 568 so; README).
+// loads' latency: 4096×7168×2048 accumulating in place ran at 340 TFLOPS that way, 568 so; PERF.md "Epilogue").
 // A pair cut by N adds one element.
 __device__ __forceinline__ void add_pair_into(float* d_row, int col, int n, float x, float y) {
   if (col + 1 < n) {

@@ -34,7 +34,7 @@ enum class Bf16Variant : int32_t { kGeneral = 0, kKGrouped = 1, kMasked = 2, kSp
 
 struct Bf16GemmParams : GemmProblem {
   // Load B with the EVICT_FIRST L2 policy. Off unless forced (ops/checks.h gemm_b_evict_first): the
-  // FP8 GEMM's choice measured mixed here (README.md "L2 policy of B").
+  // FP8 GEMM's choice measured mixed here (README.md and PERF.md "L2 policy of B").
   bool b_evict_first = false;
   // The normal layout's K-major A where M ends inside an M block: that block's A arrives through
   // `tma_a_tail`, whose box holds a_tail_rows rows (its rows, rounded up to 8) instead of BLOCK_M.
