@@ -122,16 +122,11 @@ def test_mk_alignment_can_be_raised(dev):
     G, n, k = 2, 128, 256
     b = [hk.per_block_cast_to_fp8(torch.randn(n, k, generator=g).to(dev)) for _ in range(G)]
     b8, sfb = torch.stack([x for x, _ in b]), torch.stack([s for _, s in b])
-    sizes = [60, 70]
-
-    def layout(align):
-        rows = [-(-s // align) * align for s in sizes]
-        ids = torch.cat([torch.tensor([i] * s + [-1] * (r - s), dtype=torch.int32) for i, (s, r) in enumerate(zip(sizes, rows))])
-        ends = torch.tensor([sum(rows[:i]) + s for i, s in enumerate(sizes)], dtype=torch.int32)
-        return ids.to(dev), ends.to(dev)
-
-    ids128, _ = layout(128)
-    ids256, ends256 = layout(256)
+    segments = [(0, 60), (1, 70)]
+    ids128 = hk.testing.contiguous_m_indices(segments, 128)[0].to(dev)
+    ids256, starts256 = hk.testing.contiguous_m_indices(segments, 256)
+    ends256 = torch.tensor([s + rows for s, (_, rows) in zip(starts256, segments)], dtype=torch.int32, device=dev)
+    ids256 = ids256.to(dev)
     a = torch.randn(ids256.numel(), k, generator=g)
     a[ids256.cpu() == -1] = math.nan
     a8, sfa = hk.per_token_cast_to_fp8(a.to(dev))
@@ -154,7 +149,9 @@ def test_mk_alignment_can_be_raised(dev):
         d1 = hk.testing.poison_(torch.empty_like(d))
         hk.m_grouped_fp8_gemm_nt_contiguous((a8, sfa), (b8, sfb), d1, ends256, use_psum_layout=True)
         assert torch.equal(d0, d1)
-        assert not d0.isnan().any()
+        ref = hk.reference.gemm.m_grouped_fp8_gemm_nt_contiguous(a8, sfa, b8, sfb, ids256)
+        assert hk.testing.calc_diff(d0, ref) < 1e-5
+        assert not d0[ids256 == -1].any()
     finally:
         hk.set_mk_alignment_for_contiguous_layout(None)
         hk.set_check_values(None)

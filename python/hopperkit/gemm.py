@@ -40,7 +40,6 @@ from .reference import gemm as _ref
 from .layout import get_mk_alignment_for_contiguous_layout, get_num_sms, get_pdl
 from .reference.layout import get_mn_major_tma_aligned_tensor
 
-
 __all__ = [
     "fp8_gemm_nt", "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt",
     "bf16_gemm_nt", "bf16_gemm_nn", "bf16_gemm_tn", "bf16_gemm_tt",
@@ -566,10 +565,10 @@ def m_grouped_fp8_gemm_nt_contiguous(a: tuple, b: tuple, d: torch.Tensor, groupe
     A [M_sum, K], SFA [M_sum, ⌈K/128⌉], B [G, N, K], SFB [G, ⌈N/128⌉, ⌈K/128⌉], D bfloat16 [M_sum, N].
     ``grouped_layout`` (``m_indices=`` as in DeepGEMM 2.1 also works) int32 [M_sum]: the expert of
     each row, -1 for padding rows; every expert's segment starts on a multiple of
-    ``get_mk_alignment_for_contiguous_layout()`` (128 unless set). Padding rows of D are written as 0, whatever A
-    holds there (so ``ensure_zero_padding`` always holds). With ``use_psum_layout=True`` it is int32
-    [G] of cumulative segment ends instead (group g occupies [align(end[g-1], alignment), end[g])), and
-    ``expected_m_for_psum_layout`` is accepted as DeepGEMM's tile hint. ``recipe`` (or ``recipe_a`` /
+    ``get_mk_alignment_for_contiguous_layout()`` (128 unless set). Padding rows of D are written as 0,
+    whatever A holds there (so ``ensure_zero_padding`` always holds). With ``use_psum_layout=True`` it
+    is int32 [G] of cumulative segment ends instead (group g occupies [align(end[g-1], alignment),
+    end[g])), and ``expected_m_for_psum_layout`` is accepted as DeepGEMM's tile hint. ``recipe`` (or ``recipe_a`` /
     ``recipe_b``), ``compiled_dims`` and ``disable_ue8m0_cast`` as in ``fp8_gemm_nt``; the recipe is
     1d2d.
     """
