@@ -62,8 +62,12 @@ struct TileScheduler {
     next_unit += gridDim.x;
     return true;
   }
-  __device__ __forceinline__ int split_of(int unit) const { return unit % p.k_splits; }
-  __device__ __forceinline__ int tile_of(int unit) const { return unit / p.k_splits; }
+  // Without K splits a unit is its tile. Decoding a unit is a chain of dependent integer work on
+  // every thread that does it (about 150 instructions with the run-time divisions, 0.4 µs, which a
+  // tile's epilogue and the producer's first loads wait for: gemm/fp8_1d2d/PERF.md "Epilogue"), so
+  // the divisions are skipped where they are by 1.
+  __device__ __forceinline__ int split_of(int unit) const { return p.k_splits == 1 ? 0 : unit % p.k_splits; }
+  __device__ __forceinline__ int tile_of(int unit) const { return p.k_splits == 1 ? unit : unit / p.k_splits; }
   __device__ __forceinline__ void blocks_of(int unit, int& m_block, int& n_block) {
     if constexpr (kCompactMasked) {
       const int tile = unit;  // the masked layout has no K splits
@@ -83,7 +87,14 @@ struct TileScheduler {
       n_block = 2 * n_block + tile % 2;
       return;
     }
-    band_raster(unit / p.k_splits, num_m_blocks(), num_n_blocks(), m_block, n_block);
+    // One M block (decode-sized M): the bands hold one block each, and the tile is the N block.
+    // The same mapping as band_raster's, without its divisions.
+    if (num_m_blocks() == 1) {
+      m_block = 0;
+      n_block = tile_of(unit);
+      return;
+    }
+    band_raster(tile_of(unit), num_m_blocks(), num_n_blocks(), m_block, n_block);
   }
 
  private:
