@@ -13,7 +13,7 @@ Each round runs every build once, each in a process of its own (a copy of ``pyth
 that build's extension, first on PYTHONPATH; the order of the builds alternates from round to
 round, so that neither always runs on a warmer card). A process checks every case's result against
 the PyTorch reference (``calc_diff`` below ``--max-diff``), then times each case with L2 flushed
-before every call (``hopperkit.testing.bench``, medians of ``--iters`` calls). The report gives, per
+before every call (``--flush``: zeroed, leaving dirty lines, or read) (``hopperkit.testing.bench``, medians of ``--iters`` calls). The report gives, per
 case and build, the median over rounds of the per-process medians, their range, and the ratio to the
 first build (> 1: faster than it).
 
@@ -171,7 +171,7 @@ def _case_call(kind: str, dims: Tuple[int, ...]) -> Tuple[Callable[[], object], 
     return call, check
 
 
-def worker(cases: Sequence[str], iters: int, expected_extension: str) -> dict:
+def worker(cases: Sequence[str], iters: int, expected_extension: str, flush: str = "zero") -> dict:
     import torch
 
     import hopperkit
@@ -191,7 +191,7 @@ def worker(cases: Sequence[str], iters: int, expected_extension: str) -> dict:
         call()
         torch.cuda.synchronize()
         diff = check()
-        result[case] = {"us": bench(call, iters=iters)["median_us"], "diff": diff}
+        result[case] = {"us": bench(call, iters=iters, flush_mode=flush)["median_us"], "diff": diff}
         del call, check
         torch.cuda.empty_cache()
     return {"cases": result, "build_info": torch.ops.hopperkit.build_info()}
@@ -218,6 +218,9 @@ def main(argv: Sequence[str] = None) -> int:
     parser.add_argument("--case", action="append", default=[], help="kind:dims (see the module docstring)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--flush", choices=("zero", "read"), default="zero",
+                        help="how L2 is flushed before each timed call (hopperkit.testing.L2Flusher): zero leaves "
+                             "dirty lines whose write-back shares HBM with the call, read clean ones")
     parser.add_argument("--max-diff", type=float, default=1e-5,
                         help="calc_diff bound against the reference on the same inputs (default 1e-5)")
     parser.add_argument("--json", help="write the rows here")
@@ -225,7 +228,7 @@ def main(argv: Sequence[str] = None) -> int:
     args = parser.parse_args(argv)
 
     if args.worker is not None:
-        print(RESULT_TAG + json.dumps(worker(args.case, args.iters, args.worker)), flush=True)
+        print(RESULT_TAG + json.dumps(worker(args.case, args.iters, args.worker, args.flush)), flush=True)
         return 0
 
     if not args.build or not args.case:
@@ -254,7 +257,7 @@ def main(argv: Sequence[str] = None) -> int:
                 env = dict(os.environ, **knobs[name], PYTHONPATH=os.pathsep.join(
                     [os.path.dirname(copies[name])] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
                 cmd = [sys.executable, os.path.abspath(__file__), "--worker", os.path.join(copies[name], "_C.abi3.so"),
-                       "--iters", str(args.iters)] + [f"--case={c}" for c in args.case]
+                       "--iters", str(args.iters), "--flush", args.flush] + [f"--case={c}" for c in args.case]
                 proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
                 lines = [l for l in proc.stdout.splitlines() if l.startswith(RESULT_TAG)]
                 if proc.returncode != 0 or not lines:
