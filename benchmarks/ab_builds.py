@@ -13,7 +13,8 @@ Each round runs every build once, each in a process of its own (a copy of ``pyth
 that build's extension, first on PYTHONPATH; the order of the builds alternates from round to
 round, so that neither always runs on a warmer card). A process checks every case's result against
 the PyTorch reference (``calc_diff`` below ``--max-diff``), then times each case with L2 flushed
-before every call (``--flush``: zeroed, leaving dirty lines, or read) (``hopperkit.testing.bench``, medians of ``--iters`` calls). The report gives, per
+before every call (``hopperkit.testing.bench``, medians of ``--iters`` calls; ``--flush`` zeroes
+L2, leaving dirty lines, or reads it clean, as ``hopperkit.testing.L2Flusher``). The report gives, per
 case and build, the median over rounds of the per-process medians, their range, and the ratio to the
 first build (> 1: faster than it).
 
@@ -218,6 +219,8 @@ def main(argv: Sequence[str] = None) -> int:
     parser.add_argument("--case", action="append", default=[], help="kind:dims (see the module docstring)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--iters", type=int, default=30)
+    # hopperkit.testing.FLUSH_MODES, spelled out: this process does not import the package (each
+    # worker imports its own copy).
     parser.add_argument("--flush", choices=("zero", "read"), default="zero",
                         help="how L2 is flushed before each timed call (hopperkit.testing.L2Flusher): zero leaves "
                              "dirty lines whose write-back shares HBM with the call, read clean ones")
