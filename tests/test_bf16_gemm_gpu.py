@@ -188,7 +188,8 @@ def test_odd_width_tiles_refused_where_not_compiled(block_m, block_n, monkeypatc
     a = torch.randn(256, 512, dtype=torch.bfloat16, device="cuda")
     b = torch.randn(512, 384, dtype=torch.bfloat16, device="cuda").t()  # MN-major
     d = torch.full((256, 384), float("nan"), dtype=torch.bfloat16, device="cuda")
-    with pytest.raises(RuntimeError, match=f"no BF16 GEMM compiled for BLOCK_M={block_m} BLOCK_N={block_n}"):
+    with pytest.raises(ValueError, match=f"no BF16 GEMM is compiled for BLOCK_M={block_m} BLOCK_N={block_n}.*"
+                                         f"HOPPERKIT_BF16_GEMM_CONFIG={block_m},{block_n}"):
         hopperkit.bf16_gemm_nt(a, b, d)
     assert torch.isnan(d).all()
 
@@ -420,8 +421,11 @@ def test_split_k_only_where_the_store_is_idempotent(out, c_mode, monkeypatch, fo
     hopperkit.bf16_gemm_nt(a, b, d, c=d if c_mode == "alias" else c)
     _check(f"split store D {out} C {c_mode}", d, ref)
     monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SPLITS", "4")
+    before = d.clone()
     with pytest.raises(ValueError, match="HOPPERKIT_BF16_GEMM_SPLITS"):
         hopperkit.bf16_gemm_nt(a, b, d, c=d if c_mode == "alias" else c)
+    # Refused before anything is written: with FP32 D and another C, C is copied into D only then.
+    assert torch.equal(d.isnan(), before.isnan()) and torch.equal(d.nan_to_num(), before.nan_to_num())
 
 
 @pytest.mark.parametrize("config,major_b", [("128,256", "k"), ("64,128", "mn")])
@@ -431,7 +435,7 @@ def test_split_k_needs_a_compiled_kernel(config, major_b, monkeypatch):
     monkeypatch.setenv("HOPPERKIT_BF16_GEMM_SPLITS", "2")
     gen = seeded_generator("cuda", "split refused", config, major_b)
     a, b = _randn(gen, 64, 1024), _operand(gen, 512, 1024, major_b)
-    with pytest.raises(RuntimeError, match="split-K"):
+    with pytest.raises(ValueError, match="split-K into 2.*HOPPERKIT_BF16_GEMM_SPLITS=2"):
         hopperkit.bf16_gemm_nt(a, b, torch.empty(64, 512, dtype=torch.bfloat16, device="cuda"))
 
 

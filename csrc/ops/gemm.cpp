@@ -10,6 +10,7 @@
 #include <torch/library.h>
 
 #include "common/tma.h"
+#include "common/tuning_knobs.h"
 #include "gemm/fp8_1d2d/params.h"
 #include "gemm/heuristics.h"
 #include "gemm/tile_store.h"
@@ -148,7 +149,9 @@ void fp8_gemm_nt_1d2d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
   }
   if (const std::optional<int> forced = forced_k_splits("HOPPERKIT_FP8_GEMM_SPLITS", ceil_div(k, 128))) {
     config.k_splits = cluster_splits = *forced;
-    HK_CHECK_VALUE(config.cluster_m == 1 || config.k_splits == 1, "split-K runs without clusters");
+    HK_CHECK_VALUE(config.cluster_m == 1 || config.k_splits == 1, "HOPPERKIT_FP8_GEMM_SPLITS: split-K runs without "
+                   "B multicast, and this call's tiles come in CTA pairs (cluster ", config.cluster_m, ")",
+                   tuning_knobs_note());
   }
   choose_a_multicast(config, m, n, cluster_splits, num_sms);
   const int64_t tiles = ceil_div(m, config.block_m) * ceil_div(n, config.block_n);

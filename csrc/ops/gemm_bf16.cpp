@@ -10,6 +10,7 @@
 #include <torch/library.h>
 
 #include "common/tma.h"
+#include "common/tuning_knobs.h"
 #include "gemm/bf16/params.h"
 #include "gemm/heuristics.h"
 #include "gemm/tile_store.h"
@@ -89,6 +90,15 @@ void apply_bf16_config_override(gemm::Bf16GemmConfig& config) {
     config.block_m = v[0];
     config.block_n = v[1];
   }
+}
+
+// A configuration without an instantiation (a tile or split count forced by a tuning knob) is
+// refused here, before the op writes anything (gemm::bf16_gemm_compiled).
+void check_bf16_compiled(const gemm::Bf16GemmParams& p, const gemm::Bf16GemmConfig& config) {
+  HK_CHECK_VALUE(gemm::bf16_gemm_compiled(p, config), "no BF16 GEMM is compiled for BLOCK_M=", config.block_m,
+                 " BLOCK_N=", config.block_n, " with this call's operand majorness and layout",
+                 config.k_splits > 1 ? ", split-K into " + std::to_string(config.k_splits) : std::string(),
+                 tuning_knobs_note());
 }
 
 void check_common(const at::Tensor& a, int64_t num_sms) {
@@ -229,6 +239,7 @@ void bf16_gemm_swapped(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, 
   p.n = static_cast<int>(m);
   p.k = static_cast<int>(k);
   const at::Tensor split_workspace = set_k_splits(p, config, n, m, k, num_sms, /*split=*/true, a);
+  check_bf16_compiled(p, config);
   gemm::run_bf16_gemm(p, config, static_cast<int>(num_sms), pdl, c10::cuda::getCurrentCUDAStream());
 }
 
@@ -279,10 +290,9 @@ void bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, const st
   p.b_evict_first = gemm_b_evict_first(false);
   set_output(p, d);
   if (c.has_value() && d.scalar_type() == at::kFloat) {
-    // FP32 D: the tiles are added into D, which holds C (copied in first when C is another tensor),
-    // by TMA reduce-adds (set_tma_store; red.global.add where TMA cannot clip N), so the epilogue
-    // never waits for loads of C while the tensor cores idle.
-    if (!in_place) d.copy_(*c);
+    // FP32 D: the tiles are added into D, which holds C (copied in below, once nothing can refuse
+    // the call, when C is another tensor), by TMA reduce-adds (set_tma_store; red.global.add where
+    // TMA cannot clip N), so the epilogue never waits for loads of C while the tensor cores idle.
     p.add_to_d = true;
   } else if (c.has_value()) {
     p.c = c->data_ptr();
@@ -298,6 +308,8 @@ void bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& d, const st
   // the other has overwritten.
   const at::Tensor split_workspace =
       set_k_splits(p, config, m, n, k, num_sms, /*split=*/!p.add_to_d && !in_place, a);
+  check_bf16_compiled(p, config);
+  if (p.add_to_d && !in_place) d.copy_(*c);
   gemm::run_bf16_gemm(p, config, static_cast<int>(num_sms), pdl, c10::cuda::getCurrentCUDAStream());
 }
 
@@ -343,6 +355,7 @@ void m_grouped_bf16_gemm_nt_contiguous(const at::Tensor& a, const at::Tensor& b,
   p.m_indices = m_indices.data_ptr<int32_t>();
   p.num_groups = static_cast<int>(g);
   set_tma_store(p, d);
+  check_bf16_compiled(p, config);
   gemm::run_bf16_gemm(p, config, static_cast<int>(num_sms), pdl, c10::cuda::getCurrentCUDAStream());
 }
 
@@ -389,6 +402,7 @@ void m_grouped_bf16_gemm_nt_masked(const at::Tensor& a, const at::Tensor& b, at:
   p.masked_m = masked_m.data_ptr<int32_t>();
   p.num_groups = static_cast<int>(g);
   set_tma_store(p, d);
+  check_bf16_compiled(p, config);
   gemm::run_bf16_gemm(p, config, static_cast<int>(num_sms), pdl, c10::cuda::getCurrentCUDAStream());
 }
 
@@ -443,18 +457,17 @@ void k_grouped_bf16_gemm_tn_contiguous(const at::Tensor& a, const at::Tensor& b,
   p.b_evict_first = gemm_b_evict_first(false);
   set_output(p, d);
   p.ldd_group = g > 1 ? d.stride(0) : 0;
-  if (c.has_value()) {
-    // As in the dense op: D holds C (copied in first when C is another tensor) and the tiles are
-    // added into it.
-    if (!in_place) d.copy_(*c);
-    p.add_to_d = true;
-  }
+  // As in the dense op: D holds C (copied in once nothing can refuse the call, when C is another
+  // tensor) and the tiles are added into it.
+  p.add_to_d = c.has_value();
   p.m = static_cast<int>(m);
   p.n = static_cast<int>(n);
   p.k = static_cast<int>(sum_k);
   p.ks = ks_tensor.data_ptr<int32_t>();
   p.num_groups = static_cast<int>(g);
   set_tma_store(p, d);
+  check_bf16_compiled(p, config);
+  if (c.has_value() && !in_place) d.copy_(*c);
   gemm::run_bf16_gemm(p, config, static_cast<int>(num_sms), pdl, c10::cuda::getCurrentCUDAStream());
 }
 

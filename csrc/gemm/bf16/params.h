@@ -98,5 +98,9 @@ struct Bf16GemmConfig {
 };
 
 void run_bf16_gemm(const Bf16GemmParams& params, Bf16GemmConfig config, int num_sms, bool pdl, cudaStream_t stream);
+// Whether run_bf16_gemm has an instantiation for this configuration (layout, majorness, tile, variant,
+// split counts): the ops ask before writing anything, so that a configuration a tuning knob forced
+// and nothing compiled is refused with D untouched.
+bool bf16_gemm_compiled(const Bf16GemmParams& params, const Bf16GemmConfig& config);
 
 }  // namespace hopperkit::gemm

@@ -1,5 +1,6 @@
 // Maps a runtime tile configuration onto the compiled instantiations.
 #include "common/host_checks.h"
+#include "common/tuning_knobs.h"
 #include "gemm/fp8_1d2d/params.h"
 
 namespace hopperkit::gemm {
@@ -12,7 +13,8 @@ void run_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params, Fp8Gemm1d2dConfig config
   // The contiguous layout's 256-row tile multiplies each 128-row half with its own expert.
   if (params.layout == GemmLayout::kMGroupedContiguous && config.block_m == 256) {
     HK_CHECK(config.block_n == 128 && config.cluster_m == 1 && !config.one_box_staging,
-             "the contiguous layout's 256-row tiles are compiled as 256x128 without B multicast, a store box per box");
+             "the contiguous layout's 256-row tiles are compiled as 256x128 without B multicast, a store box per box",
+             tuning_knobs_note());
     if (config.cluster_n == 2) return launch_fp8_gemm_1d2d<256, 128, 1, false, false, 2, true>(params, num_sms, pdl, stream);
     return launch_fp8_gemm_1d2d<256, 128, 1, false, false, 1, true>(params, num_sms, pdl, stream);
   }
@@ -30,7 +32,7 @@ void run_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params, Fp8Gemm1d2dConfig config
     HK_FP8_1D2D_MASKED_CONFIG(256, 128, true)
 #undef HK_FP8_1D2D_MASKED_CONFIG
     HK_CHECK(false, "no masked FP8 1d2d GEMM compiled for BLOCK_M=", config.block_m, " BLOCK_N=", config.block_n,
-             " cluster=", config.cluster_m, " one_box_staging=", config.one_box_staging);
+             " cluster=", config.cluster_m, " one_box_staging=", config.one_box_staging, tuning_knobs_note());
   }
 #define HK_FP8_1D2D_CONFIG(BM, BN, CM, CN, ONE_BOX)                                             \
   if (config.block_m == BM && config.block_n == BN && config.cluster_m == CM &&                  \
@@ -56,7 +58,8 @@ void run_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params, Fp8Gemm1d2dConfig config
   HK_FP8_1D2D_CONFIG(256, 128, 1, 2, false)
 #undef HK_FP8_1D2D_CONFIG
   HK_CHECK(false, "no FP8 1d2d GEMM compiled for BLOCK_M=", config.block_m, " BLOCK_N=", config.block_n,
-           " cluster=", config.cluster_m, "x", config.cluster_n, " one_box_staging=", config.one_box_staging);
+           " cluster=", config.cluster_m, "x", config.cluster_n, " one_box_staging=", config.one_box_staging,
+           tuning_knobs_note());
 }
 
 }  // namespace hopperkit::gemm

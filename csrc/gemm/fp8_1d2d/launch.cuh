@@ -2,6 +2,7 @@
 #pragma once
 
 #include "common/launch.h"
+#include "common/tuning_knobs.h"
 #include "gemm/heuristics.h"
 #include "gemm/fp8_1d2d/kernel.cuh"
 
@@ -31,8 +32,12 @@ void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params_in, int num_sms, bool 
   long tiles = static_cast<long>(m_blocks) * ((params.n + kBlockN - 1) / kBlockN) * params.k_splits;  // work units
   // Pairs must always find a partner tile in the same N block (see TileScheduler), and multicast
   // is only valid between tiles of one B matrix.
-  HK_CHECK(kClusterM == 1 || m_blocks % kClusterM == 0, "multicast GEMM needs an even number of M blocks");
-  HK_CHECK(kClusterM == 1 || params.layout == GemmLayout::kNormal, "multicast GEMM is for the normal layout only");
+  // The configuration checks below hold for every configuration the heuristics choose: a tile,
+  // cluster or split count forced by a tuning knob may fail them, and their errors name the knobs.
+  HK_CHECK(kClusterM == 1 || m_blocks % kClusterM == 0, "B multicast needs an even number of M blocks, got ", m_blocks,
+           tuning_knobs_note());
+  HK_CHECK(kClusterM == 1 || params.layout == GemmLayout::kNormal, "B multicast is for the normal layout only",
+           tuning_knobs_note());
   // A multicast pairs the N blocks 2j and 2j + 1 of an M block (TileScheduler kPairN): with an even
   // number of N blocks the units come in such pairs, and every CTA of an (even) persistent grid has
   // a partner with as many units. On the contiguous layout the pair's M block is one set of
@@ -40,20 +45,21 @@ void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params_in, int num_sms, bool 
   HK_CHECK(kClusterN == 1 || ((params.n + kBlockN - 1) / kBlockN % 2 == 0 &&
                               (params.layout == GemmLayout::kNormal || kHalves) && params.k_splits == 1),
            "A multicast needs an even number of N blocks, the normal layout (or the contiguous one's "
-           "per-half experts) and no split-K");
+           "per-half experts) and no split-K", tuning_knobs_note());
   HK_CHECK((params.layout == GemmLayout::kMGroupedMasked) == kMasked && (!kMasked || params.k_splits == 1),
-           "the masked layout runs its own instantiations (without split-K), and only it");
+           "the masked layout runs its own instantiations (without split-K), and only it", tuning_knobs_note());
   // A contiguous-layout tile must not mix experts, whose segments are aligned to 128 rows only (a
   // masked tile stays within its group: the scheduler walks each group's rows separately), unless it
   // multiplies each 128-row half with its own expert (traits.h kHalves), which only that layout has.
   HK_CHECK(kBlockM <= 128 || kHalves || params.layout != GemmLayout::kMGroupedContiguous,
-           "tiles of more than 128 rows are not for the contiguous layout");
+           "tiles of more than 128 rows are not for the contiguous layout", tuning_knobs_note());
   HK_CHECK(!kHalves || (params.layout == GemmLayout::kMGroupedContiguous && params.k_splits == 1),
-           "per-half experts are for the contiguous layout, without split-K");
+           "per-half experts are for the contiguous layout, without split-K", tuning_knobs_note());
   HK_CHECK(params.k_splits == 1 || (T::kClusterSize == 1 && params.layout == GemmLayout::kNormal &&
                                     params.split_workspace != nullptr && params.split_flags != nullptr &&
                                     params.split_epoch != 0 && params.split_epoch < (1ull << 56) && params.k_splits < 256),
-           "split-K needs the normal layout, no cluster, a workspace, an epoch and fewer than 256 splits");
+           "split-K needs the normal layout, no cluster, a workspace, an epoch and fewer than 256 splits",
+           tuning_knobs_note());
   HK_CHECK(params.a_box_rows >= 8 && params.a_box_rows <= kBlockM && params.a_box_rows % 8 == 0,
            "A box rows must be a multiple of 8 in [8, BLOCK_M], got ", params.a_box_rows);
   HK_CHECK(tiles < INT32_MAX, "too many work units for the scheduler: ", tiles);
