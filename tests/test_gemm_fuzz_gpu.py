@@ -12,7 +12,8 @@ case checks, besides the result:
   0.01 · rms(ref)`` (BF16 rounding of D is 2^-8 of |ref|; a summation order or the tensor cores'
   partial sums move an element by about 1e-3 · rms(ref)). A wrongly indexed tile, scale or group
   misses by about rms(ref), which a calc_diff over the whole of D can average away;
-- FP8 ops also ``calc_diff < 1e-3`` against the product of the unquantized inputs;
+- FP8 ops also ``calc_diff < 1e-3`` against the product of the unquantized inputs, where D has
+  enough elements for that statistic;
 - a forced knob that does not fit the case must be refused before anything is written (D
   untouched), with an error that names it; the case then runs without it.
 Nearly every drawn case runs a kernel; an MN-major BF16 operand whose leading dimension TMA cannot
@@ -110,6 +111,15 @@ def run_with_knobs(name: str, knobs: Knobs, call, outputs: list[torch.Tensor]) -
         call()
         torch.cuda.synchronize()
         return f"defaults ({forced[0]} refused)"
+
+
+def assert_quantization_error(name: str, d: torch.Tensor, unquantized: torch.Tensor) -> None:
+    """calc_diff against the product of the unquantized inputs below DeepGEMM's 1e-3, where D has
+    enough elements for the statistic: its mean is about 6.8e-4, and over a few dozen elements it
+    scatters past 1e-3 without anything being wrong (the elementwise check covers small D)."""
+    if d.numel() >= 4096:
+        diff = calc_diff(d, unquantized)
+        assert diff < 1e-3, f"{name}: calc_diff vs the unquantized product {diff:.3g}"
 
 
 def assert_elementwise(name: str, d: torch.Tensor, ref: torch.Tensor) -> None:
@@ -238,7 +248,7 @@ def case_fp8_dense(rnd: random.Random, gen: torch.Generator, name: str) -> str:
     label = f"{name} fp8_gemm_nt M={m} N={n} K={k} [{ran}]"
     assert_outside_untouched(label, buf, d)
     assert_elementwise(label, d, ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, out_dtype=torch.float32))
-    assert calc_diff(d, a.float() @ b.float().T) < 1e-3, label
+    assert_quantization_error(label, d, a.float() @ b.float().T)
     return label
 
 
@@ -328,7 +338,7 @@ def case_fp8_contiguous(rnd: random.Random, gen: torch.Generator, name: str) -> 
         r = slice(s, s + c)
         ref = ref_gemm.fp8_gemm_nt(a_fp8[r], sfa[r], b_fp8[e], sfb[e], out_dtype=torch.float32)
         assert_elementwise(f"{label} expert {e}", d[r], ref)
-        assert calc_diff(d[r], a[r].float() @ b[e].float().T) < 1e-3, f"{label} expert {e}"
+        assert_quantization_error(f"{label} expert {e}", d[r], a[r].float() @ b[e].float().T)
     return label
 
 

@@ -223,7 +223,7 @@ inline int choose_k_splits(int m, int n, int k, const Fp8Gemm1d2dConfig& config,
   return choose_k_splits_for_tiles(tiles, (k + 127) / 128, num_sms, min_k_blocks, max_splits);
 }
 
-// The dense GEMM's tile (choose_fp8_1d2d_config), with one correction for grids of 64×64 tiles: every
+// The dense GEMM's tile (choose_fp8_1d2d_config), with two corrections. First, for grids of 64×64 tiles: every
 // 64-row M block streams all of B, where 128×64 tiles with split-K stream fewer bytes per unit (A is
 // only ever read from L2, and half as many M blocks read B). The 128×64 tiles are taken where their
 // units fill at least three quarters of the SMs (with fewer, narrow N, the 64-row blocks keep more
@@ -245,8 +245,21 @@ inline int choose_k_splits(int m, int n, int k, const Fp8Gemm1d2dConfig& config,
 // 640×576×16384 37.2 / 26.1 / 26.1; K = 4096: 129×2112 15.9 / 13.9 / 13.5, 256×2112 15.6 / 14.7 /
 // 13.9; 64×64 tiles that split K: 192×576×7168 12.4 / 16.4 / 14.4, 256×256×7168 11.9 / 16.1 / 14.2.
 inline constexpr int kMinKBlocksForTallerSplit = 32;
+//
+// Second, one M block of 65-128 rows takes the 128×64 tile also where wider 128-row tiles (128×128,
+// 128×192) take fewer waves: the grid is memory-bound, and with narrower tiles each CTA's last unit,
+// which runs its mainloop and epilogue after the stream has ended, is half as long. PERF (an H100,
+// benchmarks/ab_builds.py, the same extension with the tile forced, three rounds, medians, µs, the
+// wave model's pick / 128×64): M = 128: 12288×2048 18.3 / 17.6, 12288×7168 41.9 / 41.2,
+// 16384×2048 21.3 / 20.9, 24576×512 14.8 / 14.3, 24576×1536 24.7 / 23.3, 24576×2048 28.9 / 27.4,
+// 24576×7168 76.8 / 72.6, 32768×512 16.8 / 16.4, 16384×16384 105.5 / 105.4; M = 72: 12288×2048
+// 18.1 / 17.5, 16384×7168 51.4 / 50.4, 24576×2048 28.6 / 26.5, 24576×7168 76.7 / 71.2, 32768×2048
+// 33.5 / 32.6; M = 100: 24576×1536 24.5 / 23.0, 32768×512 16.4 / 15.8. Nowhere slower than
+// 0.994× (128×12288×512, 11.1 / 11.2). At M <= 64 the 64-row tiles stay (64×32768×512: 64×128 15.0,
+// 128×64 15.8).
 inline Fp8Gemm1d2dConfig choose_fp8_1d2d_dense_config(int m, int n, int k, int num_sms) {
   const Fp8Gemm1d2dConfig config = choose_fp8_1d2d_config(m, n, num_sms);
+  if (m > 64 && m <= 128 && config.block_m == 128 && config.block_n > 64) return Fp8Gemm1d2dConfig{128, 64, 1};
   if (m <= 64 || config.block_m != 64 || config.block_n != 64) return config;
   const Fp8Gemm1d2dConfig taller{128, 64, 1};
   if (m > 128 && (choose_k_splits(m, n, k, config, num_sms, kMinKBlocksPerClusterSplit, 8) > 1 ||
