@@ -151,6 +151,17 @@ def test_1d2d_192_row_tiles_chosen(cuda, monkeypatch, m, n, k, tall):
     assert ((192, 64) in tiles) == tall, tiles
 
 
+# One M block of 65-128 rows takes 128×64 tiles where the wave model alone would take wider ones
+# (heuristics.h choose_fp8_1d2d_dense_config); 64 rows keep the 64-row tiles.
+@pytest.mark.parametrize("m,n,k,narrow", [(128, 24576, 1536, True), (100, 32768, 512, True), (72, 16384, 7168, True),
+                                           (64, 32768, 512, False)], ids=lambda v: str(v))
+def test_1d2d_one_m_block_takes_128x64_tiles(cuda, monkeypatch, m, n, k, narrow):
+    for knob in ("HOPPERKIT_FP8_GEMM_CONFIG", "HOPPERKIT_FP8_GEMM_SPLITS"):
+        monkeypatch.delenv(knob, raising=False)
+    tiles = _launched_1d2d_tiles(cuda, m, n, k)
+    assert (tiles == {(128, 64)}) == narrow, tiles
+
+
 # Every compiled 1d2d tile configuration, forced (the heuristic reaches only some of them on the
 # shapes above), on ragged M, N and K: a last M block that is partly (1000) or mostly (300: whole
 # 64-row waves of a 256-row tile) past M, BLOCK_N = 192 tiles that start mid scale block (N 200,
