@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import random
 import zlib
 from typing import NamedTuple, Optional
@@ -328,3 +329,61 @@ def test_metadata_the_checks_cannot_tell_stays_in_bounds(cuda):
 
     out, lse = decode(q, k_cache, block_table, seqlens, D_V, *explicit_metadata(seqlens, q, k_cache))
     check(out, lse, q, k_cache, block_table, seqlens, causal=False)
+
+
+# ------------------------------------------------------------------------------------- drawn cases
+
+# Cases drawn at random beyond the grid's axes: any batch up to 160, s_q up to 6, any h_q that h_k
+# divides, per-request lengths anywhere in [0, a drawn maximum] (multiples of the 64-token block
+# and zeros over-represented), block tables wider than needed, an SM count set with set_num_sms (the
+# schedule's partitions follow it), PDL, either metadata style, either dtype, strided caches and a
+# drawn softmax scale. HOPPERKIT_FUZZ_CASES / HOPPERKIT_FUZZ_SEED scale them as in
+# test_gemm_fuzz_gpu.py (a tenth as many cases here: each builds a cache).
+FUZZ_CASES = max(1, int(os.environ.get("HOPPERKIT_FUZZ_CASES", "200")) // 10)
+FUZZ_SEED = int(os.environ.get("HOPPERKIT_FUZZ_SEED", "0"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", range(FUZZ_CASES), ids=[f"seed{FUZZ_SEED}-case{i}" for i in range(FUZZ_CASES)])
+def test_decode_drawn_cases(cuda, case):
+    rng = random.Random(f"hopperkit mla fuzz {FUZZ_SEED} {case}")
+    h_k = rng.choice((1, 1, 2))
+    h_q = h_k * rng.randint(1, 128 // h_k)
+    s_q = rng.choice((1, 1, 2, 3, 4, 6))
+    b = rng.choice((rng.randint(1, 8), rng.randint(1, 160)))
+    max_len = rng.choice((64, 300, 2000, 9000))
+    max_len = max(1, min(max_len, 200_000 // b))  # the cache and the reference grow with b · length
+    lens = []
+    for _ in range(b):
+        r = rng.random()
+        lens.append(0 if r < 0.1 else PAGE * rng.randint(1, cdiv(max_len, PAGE)) if r < 0.25 else rng.randint(1, max_len))
+    lens_t = torch.tensor(lens, dtype=torch.int32)
+    causal = rng.random() < 0.5
+    dtype = torch.float16 if rng.random() < 0.2 else torch.bfloat16
+    scale = None if rng.random() < 0.6 else rng.uniform(0.02, 0.5)
+    max_blocks = max(1, cdiv(max(lens), PAGE)) + rng.choice((0, 0, 1, 7))
+    q, k_cache, block_table, seqlens = make_inputs(lens_t, s_q, h_q, h_k, dtype, cuda, zlib.crc32(f"{case}".encode()),
+                                                   strided_cache=rng.random() < 0.3, max_blocks=max_blocks)
+    num_sms = rng.choice((None, None, None, 1, 7, 33, 100, 131))
+    lazy = rng.random() < 0.5
+    pdl = rng.random() < 0.2
+    kw = {"softmax_scale": scale, "causal": causal}
+    name = (f"b={b} s_q={s_q} h_q={h_q} h_k={h_k} lens<={max(lens)} causal={causal} {dtype} scale={scale} "
+            f"num_sms={num_sms} lazy={lazy} pdl={pdl}")
+    hopperkit.set_num_sms(num_sms)
+    hopperkit.set_pdl(pdl)
+    try:
+        if lazy:
+            meta, _ = hopperkit.get_mla_metadata()
+            out, lse = hopperkit.flash_mla_with_kvcache(q, k_cache, block_table, seqlens, D_V, meta, **kw)
+        else:
+            tsm, num_splits = explicit_metadata(seqlens, q, k_cache)
+            out, lse = hopperkit.flash_mla_with_kvcache(q, k_cache, block_table, seqlens, D_V, tsm, num_splits, **kw)
+        torch.cuda.synchronize()
+    finally:
+        hopperkit.set_num_sms(None)
+        hopperkit.set_pdl(False)
+    try:
+        check(out, lse, q, k_cache, block_table, seqlens, **kw)
+    except AssertionError as e:
+        raise AssertionError(f"{name}: {e}") from e
