@@ -1,4 +1,5 @@
-"""Randomised differential tests of every GEMM op against hopperkit.reference, on an SM90 device.
+"""Randomised differential tests of every GEMM op against hopperkit.reference, on an SM90 device (the
+nn/tn/tt aliases through the MN-major operands they pass on).
 
 The other GPU test files hold each op to DeepGEMM's shape lists and to hand-picked edge cases. This
 one draws the cases: shapes within each op's documented limits (M, N, K, group counts and row
@@ -518,8 +519,37 @@ def case_fp8_k_grouped(rnd: random.Random, gen: torch.Generator, name: str) -> s
     return label
 
 
+def case_bf16_k_grouped(rnd: random.Random, gen: torch.Generator, name: str) -> str:
+    knobs = Knobs()
+    draw_common_knobs(rnd, knobs)
+    g = rnd.randint(1, 6)
+    ks = [128 * rnd.choice((0, 1, 2, 3, 8, 24)) for _ in range(g)]
+    m, n = rnd.choice((8, 64, 100, 256, 384, 1024)), rnd.choice((8, 96, 256, 520, 1032, 2048, 7168))
+    a = torch.randn(sum(ks), m, generator=gen, device="cuda").to(torch.bfloat16)
+    b = torch.randn(sum(ks), n, generator=gen, device="cuda").to(torch.bfloat16)
+    c_kind = rnd.choice(("none", "other", "d"))
+    c = torch.randn(g, m, n, generator=gen, device="cuda") if c_kind != "none" else None
+    buf, d = nan_buffer(rnd, (g, m, n), torch.float32, 4)
+    if c_kind == "d":
+        d.copy_(c)
+    ks_dev = torch.tensor(ks, dtype=torch.int32, device="cuda")
+    call = lambda: hopperkit.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, ks_dev, c=d if c_kind == "d" else c)
+    ran = run_with_knobs(name, knobs, call, [buf])
+    label = f"{name} k_grouped bf16 ks={ks} M={m} N={n} c={c_kind} [{ran}]"
+    assert_outside_untouched(label, buf, d)
+    base = c if c is not None else torch.zeros(g, m, n, device="cuda")
+    starts = [sum(ks[:e]) for e in range(g)]
+    for e in range(g):
+        if ks[e] == 0:
+            assert torch.equal(d[e], base[e]), f"{label}: an empty group must leave C (or 0)"
+            continue
+        r = slice(starts[e], starts[e] + ks[e])
+        assert_elementwise(f"{label} group {e}", d[e] - base[e], a[r].float().T @ b[r].float())
+    return label
+
+
 OPS = ((case_fp8_dense, 4), (case_fp8_1d1d, 1), (case_fp8_contiguous, 2), (case_fp8_masked, 2),
-       (case_bf16_dense, 3), (case_bf16_grouped, 2), (case_fp8_k_grouped, 1))
+       (case_bf16_dense, 3), (case_bf16_grouped, 2), (case_fp8_k_grouped, 1), (case_bf16_k_grouped, 1))
 
 
 @pytest.mark.parametrize("case", range(CASES), ids=[f"seed{SEED}-case{i}" for i in range(CASES)])
