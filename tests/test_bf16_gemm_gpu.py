@@ -937,3 +937,31 @@ def test_k_grouped_bad_input(monkeypatch):
     with pytest.raises(TypeError, match=r"hopperkit: c must be float32"):
         op(a, b, d, [128, 256], kt, c.to(torch.bfloat16), 132)
     assert torch.equal(d, c), "a rejected call wrote D"
+
+
+# A tile's staging slots restart at its first box. Where its boxes do not fill whole turns through
+# the slots (FP32 D: 96 columns in three 32-column boxes over two slots, 144 in five over three;
+# BF16 D: a 64-column tile's one box over two), the first box must wait for every earlier store to
+# have read its slot: without that wait, short-K tiles that follow each other quickly on a CTA
+# overwrote a box the previous tile's TMA store (or reduce-add) was still reading, and a few
+# thousand elements of D came out wrong, differently from call to call (found by
+# test_gemm_fuzz_gpu.py: 128×96 with FP32 D and C at 3249×1920×288). Each case runs four times.
+@pytest.mark.parametrize("config,out,c_mode", [("128,96", torch.float32, "c"), ("128,96", torch.float32, "alias"),
+                                               ("128,96", torch.float32, "none"), ("128,144", torch.float32, "c"),
+                                               ("64,144", torch.float32, "none"), ("64,96", torch.float32, "alias"),
+                                               ("64,64", torch.bfloat16, "none"), ("64,64", torch.float32, "c")],
+                         ids=lambda v: str(v).replace("torch.", ""))
+def test_staging_slots_across_short_tiles(config, out, c_mode, monkeypatch, forbid_reference):
+    forbid_reference("bf16_gemm_nt")
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", config)
+    m, n, k = 3249, 1920, 288
+    gen = seeded_generator("cuda", "staging slots", config, out, c_mode)
+    a, b = _randn(gen, m, k), _randn(gen, n, k)
+    c = torch.randn(m, n, generator=gen, device="cuda").to(out) if c_mode != "none" else None
+    ref = ref_gemm.bf16_gemm_nt(a, b, c, out_dtype=torch.float32)
+    bound = ref.abs() / 64 + 0.01 * ref.pow(2).mean().sqrt()
+    for call in range(4):
+        d = c.clone() if c_mode == "alias" else poison_(torch.empty(m, n, dtype=out, device="cuda"))
+        hopperkit.bf16_gemm_nt(a, b, d, c=d if c_mode == "alias" else c)
+        wrong = int(((d.float() - ref).abs() > bound).sum())
+        assert wrong == 0, f"call {call}: {wrong} of {d.numel()} elements of D wrong"

@@ -49,12 +49,19 @@ struct StoreBoxes {
 // stmatrix-es share one async-proxy fence and one pair of warpgroup barriers, which the tensor
 // cores otherwise wait for box by box (the fence waits for the shared-memory stores to complete).
 // The warpgroup leader must call tma_store_wait_all() before the CTA exits.
-template <int kBlockN, int kBuffers, int kRound = 1, class BarrierId>
+// `kTileBoxes`: the boxes this warpgroup stores per tile over all its calls (first_box restarts at 0
+// with each tile). Where that is not a whole number of turns through the staging slots, the tile's
+// first box reuses a slot whose previous store is not among the kBuffers - kRound oldest pending
+// ones (a 64-column tile with two slots reuses slot 0 for every tile), so the first round waits
+// until every earlier store has read its box.
+template <int kBlockN, int kBuffers, int kRound = 1, int kTileBoxes = StoreBoxes<kBlockN, kStoreBoxCols>::kCount,
+          class BarrierId>
 __device__ __forceinline__ void store_rows_bf16(const TileStoreTarget& target, uint8_t* staging, BarrierId barrier,
                                                 bool keep_a, bool keep_b, const float (&acc)[kBlockN / 2],
                                                 int first_box = 0) {
   using Boxes = StoreBoxes<kBlockN, kStoreBoxCols>;
   constexpr int kBoxes = Boxes::kCount;
+  constexpr bool kSlotsRestart = kTileBoxes % kBuffers != 0;
   static_assert(kBuffers >= 1, "at least one staging box per warpgroup");
   static_assert(kRound >= 1 && kBuffers % kRound == 0 && kBoxes % kRound == 0,
                 "a round is a whole number of boxes and of staging turns");
@@ -69,8 +76,15 @@ __device__ __forceinline__ void store_rows_bf16(const TileStoreTarget& target, u
   const auto slot_offset = [first_box](int box) { return ((first_box + box) % kBuffers) * kStoreBoxBytes; };
 #pragma unroll
   for (int round = 0; round < kBoxes / kRound; ++round) {
-    // Each box is one bulk group: the kBuffers - kRound newest groups use the other slots.
-    if (leader) tma_store_wait_smem_read<kBuffers - kRound>();
+    // Each box is one bulk group: the kBuffers - kRound newest groups use the other slots (but at
+    // the first box of a tile whose boxes do not fill whole turns, see kTileBoxes).
+    if (leader) {
+      if (kSlotsRestart && round == 0 && first_box == 0) {
+        tma_store_wait_smem_read<0>();
+      } else {
+        tma_store_wait_smem_read<kBuffers - kRound>();
+      }
+    }
     named_barrier_sync(barrier, 128);
 #pragma unroll
     for (int i = 0; i < kRound; ++i) {
@@ -119,6 +133,9 @@ __device__ __forceinline__ void store_rows_f32(const TileStoreTarget& target, ui
                                                bool reduce, bool zero, const float (&acc)[kBlockN / 2]) {
   using Boxes = StoreBoxes<kBlockN, kStoreBoxColsF32>;
   static_assert(kBuffers >= 1, "at least one staging box per warpgroup");
+  // The slots restart with each tile: where a tile's boxes are not a whole number of turns (96
+  // columns in 3 boxes over 2 slots, 144 in 5 over 3), its first box waits for every earlier store.
+  constexpr bool kSlotsRestart = Boxes::kCount % kBuffers != 0;
   const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
   const bool leader = threadIdx.x % 128 == 0;
   const int row_a = 16 * warp + lane / 4;  // the thread's fragment rows row_a and row_a + 8
@@ -127,7 +144,13 @@ __device__ __forceinline__ void store_rows_f32(const TileStoreTarget& target, ui
   for (int box = 0; box < Boxes::kCount; ++box) {
     const int slot = box % kBuffers;
     float* box_smem = reinterpret_cast<float*>(staging + slot * kStoreBoxBytes);
-    if (leader) tma_store_wait_smem_read<kBuffers - 1>();
+    if (leader) {
+      if (kSlotsRestart && box == 0) {
+        tma_store_wait_smem_read<0>();
+      } else {
+        tma_store_wait_smem_read<kBuffers - 1>();
+      }
+    }
     named_barrier_sync(barrier, 128);
 #pragma unroll
     for (int g = 0; g < kStoreBoxColsF32 / 8; ++g) {

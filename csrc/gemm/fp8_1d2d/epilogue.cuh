@@ -41,8 +41,8 @@ __device__ __forceinline__ void store_tile(const Fp8Gemm1d2dParams& p, typename 
     }
     const TileStoreTarget target{&p.tma_d, p.layout == GemmLayout::kMGroupedMasked, n_block * T::kBlockN,
                                  block.a_row + wave_row, block.a_group};
-    store_rows_bf16<T::kBlockN, T::kStoreBuffers, kRound>(target, smem.d[warpgroup], barrier, keep_a, keep_b, total[w],
-                                                          w * kBoxesPerWave);
+    store_rows_bf16<T::kBlockN, T::kStoreBuffers, kRound, T::kWaves * kBoxesPerWave>(
+        target, smem.d[warpgroup], barrier, keep_a, keep_b, total[w], w * kBoxesPerWave);
   }
 }
 
