@@ -209,6 +209,14 @@ def draw_common_knobs(rnd: random.Random, knobs: Knobs) -> float:
     return 6e10 if knobs.num_sms is None or knobs.num_sms >= 64 else 2e9 * knobs.num_sms
 
 
+def draw_env(rnd: random.Random, knobs: Knobs, table: tuple) -> None:
+    """Sets each environment knob of ``table`` ((probability, variable, values) rows) to one of its
+    values with its probability."""
+    for probability, variable, values in table:
+        if rnd.random() < probability:
+            knobs.env[variable] = rnd.choice(values)
+
+
 def cap_work(m: int, n: int, k: int, budget: float) -> tuple[int, int, int]:
     """Shrinks K, then N, so that one case multiplies at most about ``budget`` MACs (keeps the reference,
     and the runs on a few SMs, quick)."""
@@ -227,16 +235,11 @@ def cap_work(m: int, n: int, k: int, budget: float) -> tuple[int, int, int]:
 def case_fp8_dense(rnd: random.Random, gen: torch.Generator, name: str) -> str:
     knobs = Knobs()
     m, n, k = cap_work(draw_m(rnd), draw_n(rnd, 8), draw_k(rnd, 16), draw_common_knobs(rnd, knobs))
-    if rnd.random() < 0.3:
-        knobs.env["HOPPERKIT_FP8_GEMM_CONFIG"] = rnd.choice(FP8_DENSE_CONFIGS)
-    if rnd.random() < 0.2:
-        knobs.env["HOPPERKIT_FP8_GEMM_SPLITS"] = str(rnd.randint(1, 8))
-    if rnd.random() < 0.1:
-        knobs.env["HOPPERKIT_FP8_GEMM_SPLIT_FIXUP"] = "global"
-    if rnd.random() < 0.1:
-        knobs.env["HOPPERKIT_FP8_GEMM_A_MULTICAST"] = rnd.choice(("on", "off"))
-    if rnd.random() < 0.15:
-        knobs.env["HOPPERKIT_GEMM_B_HINT"] = rnd.choice(("normal", "first"))
+    draw_env(rnd, knobs, ((0.3, "HOPPERKIT_FP8_GEMM_CONFIG", FP8_DENSE_CONFIGS),
+                          (0.2, "HOPPERKIT_FP8_GEMM_SPLITS", tuple("12345678")),
+                          (0.1, "HOPPERKIT_FP8_GEMM_SPLIT_FIXUP", ("global",)),
+                          (0.1, "HOPPERKIT_FP8_GEMM_A_MULTICAST", ("on", "off")),
+                          (0.15, "HOPPERKIT_GEMM_B_HINT", ("normal", "first"))))
 
     a = block_scaled_randn(gen, m, k)
     b = block_scaled_randn(gen, n, k, block_rows=128)
@@ -298,10 +301,8 @@ def case_fp8_contiguous(rnd: random.Random, gen: torch.Generator, name: str) -> 
     g = rnd.randint(1, 12)
     counts = draw_group_rows(rnd, g, rnd.choice((300, 1100)))
     _, n, k = cap_work(sum(counts) + 128 * g, draw_n(rnd, 8), draw_k(rnd, 16), budget)
-    if rnd.random() < 0.3:
-        knobs.env["HOPPERKIT_FP8_GEMM_CONFIG"] = rnd.choice(FP8_CONTIGUOUS_CONFIGS)
-    if rnd.random() < 0.1:
-        knobs.env["HOPPERKIT_FP8_GEMM_A_MULTICAST"] = rnd.choice(("on", "off"))
+    draw_env(rnd, knobs, ((0.3, "HOPPERKIT_FP8_GEMM_CONFIG", FP8_CONTIGUOUS_CONFIGS),
+                          (0.1, "HOPPERKIT_FP8_GEMM_A_MULTICAST", ("on", "off"))))
     # The psum layout takes the experts in order, each segment padded to 128 rows; m_indices any
     # order of experts, and padding-only segments.
     psum = rnd.random() < 0.3
@@ -365,8 +366,7 @@ def case_fp8_masked(rnd: random.Random, gen: torch.Generator, name: str) -> str:
         counts[rnd.randrange(g)] = m_max
     _, n, k = cap_work(g * m_max, draw_n(rnd, 8), draw_k(rnd, 16), budget)
     expected_m = rnd.randint(1, m_max)
-    if rnd.random() < 0.3:
-        knobs.env["HOPPERKIT_FP8_GEMM_CONFIG"] = rnd.choice(FP8_MASKED_CONFIGS)
+    draw_env(rnd, knobs, ((0.3, "HOPPERKIT_FP8_GEMM_CONFIG", FP8_MASKED_CONFIGS),))
     a = block_scaled_randn(gen, g, m_max, k)
     b = block_scaled_randn(gen, g, n, k, block_rows=128)
     pairs = [hopperkit.per_token_cast_to_fp8(a[i]) for i in range(g)]
@@ -406,14 +406,10 @@ def case_bf16_dense(rnd: random.Random, gen: torch.Generator, name: str) -> str:
     knobs = Knobs()
     m, n, k = cap_work(draw_m(rnd), draw_n(rnd, 8), draw_k(rnd, 8), draw_common_knobs(rnd, knobs) / 2)
     out_dtype = rnd.choice((torch.bfloat16, torch.float32))
-    if rnd.random() < 0.25:
-        knobs.env["HOPPERKIT_BF16_GEMM_CONFIG"] = rnd.choice(BF16_CONFIGS)
-    if rnd.random() < 0.2:
-        knobs.env["HOPPERKIT_BF16_GEMM_SPLITS"] = str(rnd.randint(1, 6))
-    if rnd.random() < 0.1:
-        knobs.env["HOPPERKIT_BF16_GEMM_SPLIT_FIXUP"] = "global"
-    if rnd.random() < 0.2:
-        knobs.env["HOPPERKIT_BF16_GEMM_SWAP_AB"] = rnd.choice(("off", "auto", "8", "16", "32", "64", "96"))
+    draw_env(rnd, knobs, ((0.25, "HOPPERKIT_BF16_GEMM_CONFIG", BF16_CONFIGS),
+                          (0.2, "HOPPERKIT_BF16_GEMM_SPLITS", tuple("123456")),
+                          (0.1, "HOPPERKIT_BF16_GEMM_SPLIT_FIXUP", ("global",)),
+                          (0.2, "HOPPERKIT_BF16_GEMM_SWAP_AB", ("off", "auto", "8", "16", "32", "64", "96"))))
     a = torch.randn(m, k, generator=gen, device="cuda").to(torch.bfloat16)
     b = torch.randn(n, k, generator=gen, device="cuda").to(torch.bfloat16)
     a_in, b_in = bf16_operand(rnd, a, True), bf16_operand(rnd, b, True)
