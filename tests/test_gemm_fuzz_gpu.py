@@ -37,7 +37,8 @@ import torch
 
 import hopperkit
 from hopperkit.reference import gemm as ref_gemm
-from hopperkit.testing import block_scaled_randn, calc_diff, contiguous_m_indices, poison_, seeded_generator
+from hopperkit.testing import (assert_gemm_elementwise, block_scaled_randn, calc_diff, contiguous_m_indices, poison_,
+                               seeded_generator)
 
 pytestmark = pytest.mark.gpu
 
@@ -121,21 +122,6 @@ def assert_quantization_error(name: str, d: torch.Tensor, unquantized: torch.Ten
     if d.numel() >= 4096:
         diff = calc_diff(d, unquantized)
         assert diff < 1e-3, f"{name}: calc_diff vs the unquantized product {diff:.3g}"
-
-
-def assert_elementwise(name: str, d: torch.Tensor, ref: torch.Tensor) -> None:
-    d, ref = d.float(), ref.float()
-    assert not d.isnan().any(), f"{name}: {int(d.isnan().sum())} of {d.numel()} elements NaN (unwritten?)"
-    if ref.numel() == 0:
-        return
-    rms = ref.pow(2).mean().sqrt().item()
-    bound = ref.abs() / 64 + 0.01 * rms + 1e-30
-    excess = (d - ref).abs() / bound
-    worst = int(excess.argmax())
-    assert excess.flatten()[worst] <= 1, (
-        f"{name}: element {tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), d.shape))} is "
-        f"{d.flatten()[worst].item():.6g}, the reference {ref.flatten()[worst].item():.6g} (rms {rms:.3g}); "
-        f"{int((excess > 1).sum())} of {d.numel()} elements out of bounds")
 
 
 def nan_buffer(rnd: random.Random, shape: tuple, dtype: torch.dtype, align: int):
@@ -251,7 +237,7 @@ def case_fp8_dense(rnd: random.Random, gen: torch.Generator, name: str) -> str:
     ran = run_with_knobs(name, knobs, lambda: hopperkit.fp8_gemm_nt((a_in, sfa_in), (b_in, sfb_in), d), [buf])
     label = f"{name} fp8_gemm_nt M={m} N={n} K={k} [{ran}]"
     assert_outside_untouched(label, buf, d)
-    assert_elementwise(label, d, ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, out_dtype=torch.float32))
+    assert_gemm_elementwise(label, d, ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, out_dtype=torch.float32))
     assert_quantization_error(label, d, a.float() @ b.float().T)
     return label
 
@@ -278,7 +264,7 @@ def case_fp8_1d1d(rnd: random.Random, gen: torch.Generator, name: str) -> str:
     product = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, torch.zeros_like(c), recipe=(1, 1, 128),
                                    out_dtype=torch.float32)
     # The bound scales with the product alone: C is exact in FP32 and only added.
-    assert_elementwise(label, d - c, product)
+    assert_gemm_elementwise(label, d - c, product)
     return label
 
 
@@ -339,7 +325,7 @@ def case_fp8_contiguous(rnd: random.Random, gen: torch.Generator, name: str) -> 
             continue
         r = slice(s, s + c)
         ref = ref_gemm.fp8_gemm_nt(a_fp8[r], sfa[r], b_fp8[e], sfb[e], out_dtype=torch.float32)
-        assert_elementwise(f"{label} expert {e}", d[r], ref)
+        assert_gemm_elementwise(f"{label} expert {e}", d[r], ref)
         assert_quantization_error(f"{label} expert {e}", d[r], a[r].float() @ b[e].float().T)
     return label
 
@@ -386,7 +372,7 @@ def case_fp8_masked(rnd: random.Random, gen: torch.Generator, name: str) -> str:
     for e, c in enumerate(counts):
         if c:
             ref = ref_gemm.fp8_gemm_nt(a_fp8[e, :c], sfa[e, :c], b_fp8[e], sfb[e], out_dtype=torch.float32)
-            assert_elementwise(f"{label} group {e}", d[e, :c], ref)
+            assert_gemm_elementwise(f"{label} group {e}", d[e, :c], ref)
     return label
 
 
@@ -425,10 +411,10 @@ def case_bf16_dense(rnd: random.Random, gen: torch.Generator, name: str) -> str:
     assert_outside_untouched(label, buf, d)
     product = ref_gemm.bf16_gemm_nt(a, b, out_dtype=torch.float32)
     if c is None:
-        assert_elementwise(label, d, product)
+        assert_gemm_elementwise(label, d, product)
     else:
         # With BF16 D the sum is rounded once; compare against the FP32 sum.
-        assert_elementwise(label, d, product + c.float())
+        assert_gemm_elementwise(label, d, product + c.float())
     return label
 
 
@@ -455,7 +441,7 @@ def case_bf16_grouped(rnd: random.Random, gen: torch.Generator, name: str) -> st
         assert torch.equal(d[pad], torch.zeros_like(d[pad])), f"{label}: padding rows of D must be 0"
         for e, (s, c) in enumerate(zip(starts, counts)):
             if c:
-                assert_elementwise(f"{label} expert {e}", d[s:s + c],
+                assert_gemm_elementwise(f"{label} expert {e}", d[s:s + c],
                                    ref_gemm.bf16_gemm_nt(a[s:s + c], b[e], out_dtype=torch.float32))
         return label
     m_max = draw_m(rnd)
@@ -475,7 +461,7 @@ def case_bf16_grouped(rnd: random.Random, gen: torch.Generator, name: str) -> st
     check_masked_rows(label, d, counts)
     for e, c in enumerate(counts):
         if c:
-            assert_elementwise(f"{label} group {e}", d[e, :c], ref_gemm.bf16_gemm_nt(a[e, :c], b[e], out_dtype=torch.float32))
+            assert_gemm_elementwise(f"{label} group {e}", d[e, :c], ref_gemm.bf16_gemm_nt(a[e, :c], b[e], out_dtype=torch.float32))
     return label
 
 
@@ -511,7 +497,7 @@ def case_fp8_k_grouped(rnd: random.Random, gen: torch.Generator, name: str) -> s
             continue
         product = ref_gemm.fp8_gemm_nt(qa[e][0], qa[e][1], qb[e][0], qb[e][1], torch.zeros_like(c[e]),
                                        recipe=(1, 1, 128), out_dtype=torch.float32)
-        assert_elementwise(f"{label} group {e}", d[e] - c[e], product)
+        assert_gemm_elementwise(f"{label} group {e}", d[e] - c[e], product)
     return label
 
 
@@ -540,7 +526,7 @@ def case_bf16_k_grouped(rnd: random.Random, gen: torch.Generator, name: str) -> 
             assert torch.equal(d[e], base[e]), f"{label}: an empty group must leave C (or 0)"
             continue
         r = slice(starts[e], starts[e] + ks[e])
-        assert_elementwise(f"{label} group {e}", d[e] - base[e], a[r].float().T @ b[r].float())
+        assert_gemm_elementwise(f"{label} group {e}", d[e] - base[e], a[r].float().T @ b[r].float())
     return label
 
 

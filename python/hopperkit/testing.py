@@ -7,7 +7,8 @@
   an element the kernel forgot to write cannot pass.
 - ``seeded_generator``, ``block_scaled_randn``: reproducible random GEMM operands whose scale blocks
   differ in magnitude, so that a kernel applying a wrong block's scale fails its checks;
-  ``assert_fp8_gemm_close``: DESIGN.md's FP8 GEMM contract on one output.
+  ``assert_fp8_gemm_close``: DESIGN.md's FP8 GEMM contract on one output;
+  ``assert_gemm_elementwise``: every element of a GEMM output within a bound of its reference.
 - ``capture_graph``: a CUDA graph of one call, warmed up on a side stream first.
 - ``paged_decode_inputs``: random MLA decode inputs over a paged cache, with NaN in unused slots.
 - ``bench``: CUDA-event timing with an L2 flush before every timed call; ``warm_up_gpu`` first brings
@@ -24,7 +25,7 @@ import torch
 
 __all__ = ["calc_diff", "cos_diff", "assert_close", "poison_", "seeded_generator", "contiguous_m_indices",
            "block_scaled_randn",
-           "assert_fp8_gemm_close", "capture_graph", "paged_decode_inputs", "bench", "bench_interleaved", "L2Flusher",
+           "assert_fp8_gemm_close", "assert_gemm_elementwise", "capture_graph", "paged_decode_inputs", "bench", "bench_interleaved", "L2Flusher",
            "FLUSH_MODES", "warm_up_gpu"]
 
 FP8_QUANT_TOL = 1e-3  # calc_diff vs the product of the unquantized inputs (quantization error included)
@@ -152,6 +153,26 @@ def assert_fp8_gemm_close(name: str, d: torch.Tensor, unquantized: torch.Tensor,
     assert diff < FP8_QUANT_TOL, f"{name}: calc_diff vs the unquantized product {diff:.3g} >= {FP8_QUANT_TOL:g}"
     diff = calc_diff(d, reference)
     assert diff < FP8_REF_TOL, f"{name}: calc_diff vs hopperkit.reference {diff:.3g} >= {FP8_REF_TOL:g}"
+
+
+def assert_gemm_elementwise(name: str, d: torch.Tensor, ref: torch.Tensor) -> None:
+    """Every element of a GEMM output against its FP32 reference: no NaN (every element written, after
+    a NaN-poisoned start) and ``|d - ref| <= |ref|/64 + 0.01·rms(ref)``. The relative term covers the
+    rounding of a BF16 output (2⁻⁹) with room for summation order; the rms term covers elements whose
+    reference is near zero by cancellation. A wrong tile, row, group or scale block breaks it by
+    orders of magnitude, where ``calc_diff`` over a large output could average a few wrong rows away."""
+    d, ref = d.float(), ref.float()
+    assert not d.isnan().any(), f"{name}: {int(d.isnan().sum())} of {d.numel()} elements NaN (unwritten?)"
+    if ref.numel() == 0:
+        return
+    rms = ref.pow(2).mean().sqrt().item()
+    bound = ref.abs() / 64 + 0.01 * rms + 1e-30
+    excess = (d - ref).abs() / bound
+    worst = int(excess.argmax())
+    assert excess.flatten()[worst] <= 1, (
+        f"{name}: element {tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), d.shape))} is "
+        f"{d.flatten()[worst].item():.6g}, the reference {ref.flatten()[worst].item():.6g} (rms {rms:.3g}); "
+        f"{int((excess > 1).sum())} of {d.numel()} elements out of bounds")
 
 
 def capture_graph(call: Callable[[], object]) -> "tuple[torch.cuda.CUDAGraph, object]":
