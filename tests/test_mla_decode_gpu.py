@@ -288,6 +288,25 @@ def test_causal_rows_without_keys(cuda):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("b,s_q,h_q,max_len", [(16384, 1, 16, 200), (3, 1023, 128, 1100)],
+                         ids=["batch_16384", "query_rows_130944"])
+def test_decode_at_the_size_limits(cuda, b, s_q, h_q, max_len):
+    """The largest batch the metadata kernel takes (16384 requests, two ints each in its shared
+    memory), and the most query rows per request the combine grid takes (s_q·h_q up to 131070):
+    both lazy and explicit metadata, lengths 0..max_len, causal."""
+    gen = torch.Generator().manual_seed(b + s_q)
+    lens = torch.randint(0, max_len + 1, (b,), generator=gen, dtype=torch.int32)
+    lens[0] = max_len
+    q, k_cache, block_table, seqlens = make_inputs(lens, s_q, h_q, 1, torch.bfloat16, cuda, 13)
+    tsm, num_splits = explicit_metadata(seqlens, q, k_cache)
+    out, lse = hopperkit.flash_mla_with_kvcache(q, k_cache, block_table, seqlens, D_V, tsm, num_splits, causal=True)
+    check(out, lse, q, k_cache, block_table, seqlens, causal=True)
+    meta, _ = hopperkit.get_mla_metadata()
+    out2, lse2 = hopperkit.flash_mla_with_kvcache(q, k_cache, block_table, seqlens, D_V, meta, causal=True)
+    assert torch.equal(out2, out) and torch.equal(lse2, lse), "lazy metadata gave another result"
+
+
+@pytest.mark.gpu
 def test_metadata_for_another_layout_raises(cuda):
     lens = torch.tensor([700, 0, 4096, 64, 1, 3000, 129, 2048], dtype=torch.int32)
     q, k_cache, block_table, seqlens = make_inputs(lens, 1, 128, 1, torch.bfloat16, cuda, 11)
