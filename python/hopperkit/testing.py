@@ -25,8 +25,8 @@ import torch
 
 __all__ = ["calc_diff", "cos_diff", "assert_close", "poison_", "seeded_generator", "contiguous_m_indices",
            "block_scaled_randn",
-           "assert_fp8_gemm_close", "assert_gemm_elementwise", "capture_graph", "paged_decode_inputs", "bench", "bench_interleaved", "L2Flusher",
-           "FLUSH_MODES", "warm_up_gpu"]
+           "assert_fp8_gemm_close", "assert_gemm_elementwise", "capture_graph", "paged_decode_inputs", "bench",
+           "bench_interleaved", "L2Flusher", "FLUSH_MODES", "warm_up_gpu"]
 
 FP8_QUANT_TOL = 1e-3  # calc_diff vs the product of the unquantized inputs (quantization error included)
 FP8_REF_TOL = 1e-5  # calc_diff vs hopperkit.reference on the same quantized operands
