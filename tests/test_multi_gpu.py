@@ -13,9 +13,6 @@ so that agreement cannot come from two equally wrong runs.
 
 from __future__ import annotations
 
-import contextlib
-import os
-
 import pytest
 import torch
 
@@ -38,20 +35,6 @@ needs_two = pytest.mark.skipif(torch.cuda.is_available() and not _two_sm90_devic
                                reason="needs two SM90 GPUs")
 
 DEV0, DEV1 = torch.device("cuda", 0), torch.device("cuda", 1)
-
-
-@contextlib.contextmanager
-def env(**values: str):
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def cpu_gen(*key: object) -> torch.Generator:
@@ -103,7 +86,7 @@ FP8_DENSE = [(4096, 7168, 2048, {}), (64, 2112, 7168, {}), (1, 576, 7168, {}),
 
 @needs_two
 @pytest.mark.parametrize("m,n,k,knobs", FP8_DENSE, ids=[f"{m}x{n}x{k}{'-global' if kn else ''}" for m, n, k, kn in FP8_DENSE])
-def test_fp8_gemm_nt(m, n, k, knobs):
+def test_fp8_gemm_nt(m, n, k, knobs, monkeypatch):
     gen = cpu_gen("fp8", m, n, k)
     a_cpu, b_cpu = block_scaled_randn(gen, m, k), block_scaled_randn(gen, n, k, block_rows=128)
 
@@ -114,8 +97,9 @@ def test_fp8_gemm_nt(m, n, k, knobs):
         hopperkit.fp8_gemm_nt((a8, sfa), (b8, sfb), d)
         return d, a8, sfa, b8, sfb
 
-    with env(**knobs):
-        d, a8, sfa, b8, sfb = run_both(f"fp8_gemm_nt {m}x{n}x{k}", lambda dev: on(dev, a_cpu, b_cpu), compute)
+    for name, value in knobs.items():
+        monkeypatch.setenv(name, value)
+    d, a8, sfa, b8, sfb = run_both(f"fp8_gemm_nt {m}x{n}x{k}", lambda dev: on(dev, a_cpu, b_cpu), compute)
     assert_fp8_gemm_close("fp8_gemm_nt on cuda:0", d, a_cpu.to(DEV0).float() @ b_cpu.to(DEV0).float().T,
                           ref_gemm.fp8_gemm_nt(a8, sfa, b8, sfb, out_dtype=torch.float32))
 
@@ -212,7 +196,7 @@ BF16_DENSE = [(4096, 7168, 2048, {}), (64, 2112, 7168, {}), (128, 7168, 2048, {}
 
 @needs_two
 @pytest.mark.parametrize("m,n,k,knobs", BF16_DENSE, ids=[f"{m}x{n}x{k}{'-global' if kn else ''}" for m, n, k, kn in BF16_DENSE])
-def test_bf16_gemm_nt(m, n, k, knobs):
+def test_bf16_gemm_nt(m, n, k, knobs, monkeypatch):
     gen = cpu_gen("bf16", m, n, k)
     a_cpu = torch.randn(m, k, generator=gen).to(torch.bfloat16)
     b_cpu = torch.randn(n, k, generator=gen).to(torch.bfloat16)
@@ -223,8 +207,9 @@ def test_bf16_gemm_nt(m, n, k, knobs):
         hopperkit.bf16_gemm_nt(a, b, d)
         return (d,)
 
-    with env(**knobs):
-        (d,) = run_both(f"bf16_gemm_nt {m}x{n}x{k}", lambda dev: on(dev, a_cpu, b_cpu), compute)
+    for name, value in knobs.items():
+        monkeypatch.setenv(name, value)
+    (d,) = run_both(f"bf16_gemm_nt {m}x{n}x{k}", lambda dev: on(dev, a_cpu, b_cpu), compute)
     assert_gemm_elementwise("bf16_gemm_nt on cuda:0", d, a_cpu.to(DEV0).float() @ b_cpu.to(DEV0).float().T)
 
 
