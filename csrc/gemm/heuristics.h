@@ -317,6 +317,16 @@ inline bool fp8_1d2d_one_box_staging(const Fp8Gemm1d2dConfig& config, long work_
 // µs, the pick without it / with it: 512×2112×7168 42.5 / 34.2, 1536×576×7168 43.2 / 32.9,
 // 2048×576×7168 42.9 / 34.7, 6144×576×7168 104.1 / 85.3; 384×2112×7168 31.7 / 34.1 and
 // 1024×576×7168 30.0 / 30.7 the two it costs.
+// Its efficiency is 0.76 rather than the fit's 0.77: at 0.77, two waves of 64×144 cost what one wave
+// of 128×176 does to 0.1% (2·64·144/0.77 against 128·176/0.94), a tie that the sweep's M values never
+// met and that 64×144 won at 257-320 rows of N = 7168, 513-576 of 4096 and a few M of 1024, 2048
+// and 2112, where the one wave of 128×176 is faster. PERF (an H100, sweep_tiles.py, two runs, µs,
+// 64×144 / 128×176 (`torch.mm`)): 257×7168×16384 161.9-158.9 / 133.6-133.2 (119.0), 320×7168×16384
+// 174.8-165.9 / 134.9-134.8 (120.5), 513×4096×7168 76.6 / 61.3-61.7 (48.4), 576×4096×7168 77.4 /
+// 61.2-61.6 (54.3), 1088×2112×7168 79.1-77.3 / 57.8-57.4 (55.1), 2240×2112×7168 144.8-147.7 /
+// 114.3-114.9 (89.9), 1088×2048×16384 171.9 / 122.3 (111.2), 2112×1024×7168 105.0 / 58.4 (54.5);
+// 7168×2048 at 257-320 rows within the runs' spread (28.1-30.6 / 29.2-29.6). No shape of the fit
+// changes its pick (its M values are 192-8192 in steps of the benchmark's list).
 // 128×96, 64×176 and 64×96 (a sweep with them, the same 84 shapes; their efficiencies the best
 // geomean over a grid of the three): the pick 1.004× the fastest tile in geomean (1.015× without
 // them). cuBLAS runs these grids with tiles 96, 112 or 168 wide along N (`torch.mm`'s kernels by
@@ -331,7 +341,7 @@ inline Bf16GemmConfig choose_bf16_config(int m, int n, int num_sms, int groups =
   static constexpr TileCandidate kCandidates[] = {{128, 256, 1.0}, {128, 128, 0.9}, {64, 256, 0.6}, {64, 128, 0.55}};
   static constexpr TileCandidate kWithNarrow[] = {
       {128, 256, 1.0}, {128, 192, 0.95}, {128, 176, 0.94}, {128, 144, 0.84}, {128, 128, 0.9},
-      {128, 96, 0.7},  {64, 256, 0.6},   {64, 176, 0.65},  {64, 144, 0.77, kMinRowsFor64x144},
+      {128, 96, 0.7},  {64, 256, 0.6},   {64, 176, 0.65},  {64, 144, 0.76, kMinRowsFor64x144},
       {64, 128, 0.55}, {64, 96, 0.55},   {64, 64, 0.45}};
   const TileCandidate tile = narrow ? pick_tile_by_waves(kWithNarrow, m, n, num_sms, groups)
                                     : pick_tile_by_waves(kCandidates, m, n, num_sms, groups);
