@@ -88,7 +88,7 @@ struct Bf16GemmTraits {
   // their boxes, so that a staging turn is the whole tile: three at 144, 176 and 192 (the last one
   // of 144 and 176 overlapping the second), two at 96 (the second overlapping the first). Stages:
   // 128 rows: 5 of 34 KiB at 144, 4 of 38 and 40 KiB at 176 and 192, 6 of 28 KiB at 96; 64 rows: 6
-  // of 30 KiB at 176, 7 of 26 KiB at 144, 8 of 20 KiB at 96.
+  // of 30 KiB at 176, 7 of 26 KiB at 144, 10 of 20 KiB at 96 (13 of 16 KiB at 64; kMaxStages below).
   static constexpr int kStoreBuffers = kOddWidth ? (kBlockN + kStoreBoxCols - 1) / kStoreBoxCols : 2;
   static constexpr int kBytesD = kStoreBuffers * kStoreBoxBytes;
 
@@ -96,13 +96,23 @@ struct Bf16GemmTraits {
   // (minus the 1 KiB the kernel spends aligning the dynamic shared memory base): 4 at 128×256,
   // 6 at 128×128.
   static constexpr int kSmemBudget = 232448 - 1024 - 1024 - kMathWarpgroups * kBytesD;
-  // At most 8 stages; the swapped decode kernels take up to 16 (9-12 KiB each at 8-32 tokens, 13 of
-  // 16 KiB at 64, 10 of 20 KiB at 96): there a stage is mostly bytes of the weights, and the stages are what a
-  // memory-bound stream on a few SMs keeps in flight (cuBLAS's decode kernels on this card are named
-  // 64x8_64x16, 64x64_64x13: by their names, K blocks of 64 and 13-16 stages). PERF (H200, ncu,
-  // same run): a 128-token tile (8 stages of 24 KiB) was slower than two 64-token blocks wherever
-  // either ran (128×2112×7168 19.8 / 16.6 µs, 128×576×7168 15.6 / 10.7), and is not compiled.
-  static constexpr int kMaxStages = kSwapAB ? 16 : 8;
+  // At most 8 stages for the 128-row tiles (which fit 4-6 of them); the swapped decode
+  // kernels and the 64-row tiles take up to 16 (9-12 KiB each at 8-32 tokens, 13 of 16 KiB at 64×64
+  // and 64 tokens, 10 of 20 KiB at 64×96 and 96 tokens; the wider 64-row tiles fit 5-8 either way):
+  // there the stages are what one warpgroup's stream of long K keeps in flight (cuBLAS's decode kernels
+  // on this card are named 64x8_64x16, 64x64_64x13, 64x72_64x12: by their names, K blocks of 64 and
+  // 12-16 stages). PERF (an H100, ncu at the base clock, clean L2): 129×2112×7168 on 99 CTAs of
+  // 64×64 with 8 stages took 26.3 µs at 46% of L2 and 39% of DRAM throughput, its 16 KiB stages
+  // arriving one per 234 ns per CTA: the stream was bound by the loads in flight, not by a unit.
+  // ab_builds.py (an H100, three rounds, medians, µs, 8 stages / 13 at 64×64 and 10 at 64×96):
+  // 129×2112×7168 29.9 / 26.0, 192×2112×7168 30.2 / 26.6, 256×2112×7168 30.6 / 26.8,
+  // 512×576×7168 23.9 / 22.4, 129×4096×7168 (64×96) 37.5 / 35.6, 192×4096×7168 (64×96) 37.7 / 35.8,
+  // 384×2112×7168 (64×96) 32.7 / 30.9, 1024×576×7168 (64×96) 28.8 / 27.2; equal where they split K
+  // (129-384×576×7168) and at K = 2048 (64×7168×2048 19.6 / 19.8); 4096×7168×2048 (128×256) 162.5 /
+  // 162.7. PERF (H200, ncu, same run): a 128-token swapped tile (8 stages of 24 KiB) was slower than
+  // two 64-token blocks wherever either ran (128×2112×7168 19.8 / 16.6 µs, 128×576×7168 15.6 / 10.7),
+  // and is not compiled.
+  static constexpr int kMaxStages = kSwapAB || kBlockM == 64 ? 16 : 8;
   static constexpr int kStages = kSmemBudget / kStageBytes > kMaxStages ? kMaxStages : kSmemBudget / kStageBytes;
   static_assert(kStages >= 3, "fewer than 3 stages cannot hide TMA latency: shrink BLOCK_M/BLOCK_N");
 
