@@ -4,6 +4,7 @@ and agreement with hopperkit.reference. Runs on the CPU, and on the GPU of an SM
 from __future__ import annotations
 
 import math
+import re
 import time
 
 import pytest
@@ -598,3 +599,26 @@ def test_contiguous_m_indices_layout():
     assert starts == [0, 4, 4, 8, 12]
     empty, none = contiguous_m_indices([])
     assert empty.numel() == 0 and none == []
+
+
+def test_assert_k_grouped_gemm_catches_each_fault():
+    """hopperkit.testing.assert_k_grouped_gemm passes the reference's own output and fails, naming the
+    group, on a wrong element, a NaN left in a group, and a write into an empty group."""
+    from hopperkit.testing import assert_k_grouped_gemm
+
+    gen = torch.Generator().manual_seed(3)
+    ks, m, n = [256, 0, 128, 0], 8, 24
+    a = torch.randn(sum(ks), m, generator=gen).to(torch.bfloat16)
+    b = torch.randn(sum(ks), n, generator=gen).to(torch.bfloat16)
+    c = torch.randn(len(ks), m, n, generator=gen)
+    d = gemm_ref.k_grouped_bf16_gemm_tn_contiguous(a, b, ks, c)
+    product = lambda _, rows: a[rows].float().T @ b[rows].float()
+    assert_k_grouped_gemm("ok", d, c, ks, product)
+    faults = {"group 2: element (3, 5)": lambda t: t[2, 3, 5].add_(1 + t[2].abs().max()),
+              "group 0: 1 of 192 elements NaN": lambda t: t[0, 0, 0].fill_(float("nan")),
+              "group 3: an empty group": lambda t: t[3, 7, 23].add_(1e-3)}
+    for message, fault in faults.items():
+        bad = d.clone()
+        fault(bad)
+        with pytest.raises(AssertionError, match=re.escape(message)):
+            assert_k_grouped_gemm("k-grouped", bad, c, ks, product)

@@ -37,8 +37,8 @@ import torch
 
 import hopperkit
 from hopperkit.reference import gemm as ref_gemm
-from hopperkit.testing import (assert_gemm_elementwise, block_scaled_randn, calc_diff, contiguous_m_indices, poison_,
-                               seeded_generator)
+from hopperkit.testing import (assert_gemm_elementwise, assert_k_grouped_gemm, block_scaled_randn, calc_diff,
+                               contiguous_m_indices, poison_, seeded_generator)
 
 pytestmark = pytest.mark.gpu
 
@@ -491,13 +491,8 @@ def case_fp8_k_grouped(rnd: random.Random, gen: torch.Generator, name: str) -> s
     ran = run_with_knobs(name, knobs, call, [buf])
     label = f"{name} k_grouped fp8 ks={ks} M={m} N={n} c={'d' if in_place else 'other'} [{ran}]"
     assert_outside_untouched(label, buf, d)
-    for e in range(g):
-        if ks[e] == 0:
-            assert torch.equal(d[e], c[e]), f"{label}: an empty group must leave C"
-            continue
-        product = ref_gemm.fp8_gemm_nt(qa[e][0], qa[e][1], qb[e][0], qb[e][1], torch.zeros_like(c[e]),
-                                       recipe=(1, 1, 128), out_dtype=torch.float32)
-        assert_gemm_elementwise(f"{label} group {e}", d[e] - c[e], product)
+    assert_k_grouped_gemm(label, d, c, ks, lambda e, _: ref_gemm.fp8_gemm_nt(
+        qa[e][0], qa[e][1], qb[e][0], qb[e][1], torch.zeros_like(c[e]), recipe=(1, 1, 128), out_dtype=torch.float32))
     return label
 
 
@@ -520,13 +515,7 @@ def case_bf16_k_grouped(rnd: random.Random, gen: torch.Generator, name: str) -> 
     label = f"{name} k_grouped bf16 ks={ks} M={m} N={n} c={c_kind} [{ran}]"
     assert_outside_untouched(label, buf, d)
     base = c if c is not None else torch.zeros(g, m, n, device="cuda")
-    starts = [sum(ks[:e]) for e in range(g)]
-    for e in range(g):
-        if ks[e] == 0:
-            assert torch.equal(d[e], base[e]), f"{label}: an empty group must leave C (or 0)"
-            continue
-        r = slice(starts[e], starts[e] + ks[e])
-        assert_gemm_elementwise(f"{label} group {e}", d[e] - base[e], a[r].float().T @ b[r].float())
+    assert_k_grouped_gemm(label, d, base, ks, lambda _, rows: a[rows].float().T @ b[rows].float())
     return label
 
 

@@ -14,8 +14,8 @@ import torch
 
 import hopperkit
 from hopperkit.reference import gemm as ref_gemm
-from hopperkit.testing import (assert_fp8_gemm_close, assert_gemm_elementwise, block_scaled_randn,
-                               contiguous_m_indices, poison_, seeded_generator)
+from hopperkit.testing import (assert_fp8_gemm_close, assert_gemm_elementwise, assert_k_grouped_gemm,
+                               block_scaled_randn, contiguous_m_indices, poison_, seeded_generator)
 
 pytestmark = pytest.mark.gpu
 
@@ -136,23 +136,11 @@ def test_k_grouped_fp8_and_bf16():
     ks_dev = torch.tensor(ks, dtype=torch.int32, device="cuda")
     d = poison_(torch.empty_like(c))
     hopperkit.k_grouped_fp8_gemm_nt_contiguous((a8, sfa), (b8, sfb), d, ks, ks_dev, c=c)
-    for e in range(G):
-        if ks[e] == 0:
-            assert torch.equal(d[e], c[e]), f"fp8 group {e}: an empty group must leave C"
-            continue
-        product = ref_gemm.fp8_gemm_nt(qa[e][0], qa[e][1], qb[e][0], qb[e][1], torch.zeros_like(c[e]),
-                                       recipe=(1, 1, 128), out_dtype=torch.float32)
-        assert_gemm_elementwise(f"k-grouped fp8 group {e}", d[e] - c[e], product)
+    assert_k_grouped_gemm("k-grouped fp8", d, c, ks, lambda e, _: ref_gemm.fp8_gemm_nt(
+        qa[e][0], qa[e][1], qb[e][0], qb[e][1], torch.zeros_like(c[e]), recipe=(1, 1, 128), out_dtype=torch.float32))
 
     a16 = torch.cat([p.t() for p in a_parts]).contiguous()  # [Σks, m]: each group's K rows back to back
     b16 = torch.cat([p.t() for p in b_parts]).contiguous()
     d = poison_(torch.empty_like(c))
     hopperkit.k_grouped_bf16_gemm_tn_contiguous(a16, b16, d, ks, ks_dev, c=c)
-    start = 0
-    for e in range(G):
-        rows = slice(start, start + ks[e])
-        start += ks[e]
-        if ks[e] == 0:
-            assert torch.equal(d[e], c[e]), f"bf16 group {e}: an empty group must leave C"
-            continue
-        assert_gemm_elementwise(f"k-grouped bf16 group {e}", d[e] - c[e], a16[rows].float().T @ b16[rows].float())
+    assert_k_grouped_gemm("k-grouped bf16", d, c, ks, lambda _, rows: a16[rows].float().T @ b16[rows].float())

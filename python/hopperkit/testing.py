@@ -8,7 +8,8 @@
 - ``seeded_generator``, ``block_scaled_randn``: reproducible random GEMM operands whose scale blocks
   differ in magnitude, so that a kernel applying a wrong block's scale fails its checks;
   ``assert_fp8_gemm_close``: DESIGN.md's FP8 GEMM contract on one output;
-  ``assert_gemm_elementwise``: every element of a GEMM output within a bound of its reference.
+  ``assert_gemm_elementwise``: every element of a GEMM output within a bound of its reference;
+  ``assert_k_grouped_gemm``: a k-grouped GEMM's output, group by group.
 - ``capture_graph``: a CUDA graph of one call, warmed up on a side stream first.
 - ``paged_decode_inputs``: random MLA decode inputs over a paged cache, with NaN in unused slots.
 - ``bench``: CUDA-event timing with an L2 flush before every timed call; ``warm_up_gpu`` first brings
@@ -24,9 +25,9 @@ from typing import Callable, Optional, Sequence
 import torch
 
 __all__ = ["calc_diff", "cos_diff", "assert_close", "poison_", "seeded_generator", "contiguous_m_indices",
-           "block_scaled_randn",
-           "assert_fp8_gemm_close", "assert_gemm_elementwise", "capture_graph", "paged_decode_inputs", "bench",
-           "bench_interleaved", "L2Flusher", "FLUSH_MODES", "warm_up_gpu"]
+           "block_scaled_randn", "assert_fp8_gemm_close", "assert_gemm_elementwise", "assert_k_grouped_gemm",
+           "capture_graph", "paged_decode_inputs", "bench", "bench_interleaved", "L2Flusher", "FLUSH_MODES",
+           "warm_up_gpu"]
 
 FP8_QUANT_TOL = 1e-3  # calc_diff vs the product of the unquantized inputs (quantization error included)
 FP8_REF_TOL = 1e-5  # calc_diff vs hopperkit.reference on the same quantized operands
@@ -173,6 +174,28 @@ def assert_gemm_elementwise(name: str, d: torch.Tensor, ref: torch.Tensor) -> No
         f"{name}: element {tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), d.shape))} is "
         f"{d.flatten()[worst].item():.6g}, the reference {ref.flatten()[worst].item():.6g} (rms {rms:.3g}); "
         f"{int((excess > 1).sum())} of {d.numel()} elements out of bounds")
+
+
+def assert_k_grouped_gemm(
+    name: str,
+    d: torch.Tensor,
+    base: torch.Tensor,
+    ks: Sequence[int],
+    product: Callable[[int, slice], torch.Tensor],
+) -> None:
+    """A k-grouped GEMM's output ``d`` [G, M, N] against ``base`` [G, M, N] (C, or zeros where the call
+    had none) plus each group's product. A group with K = 0 must leave its ``base`` bitwise (the
+    kernels skip it, so an unwritten NaN or a stray write shows); every other group's ``d[g] - base[g]``
+    passes :func:`assert_gemm_elementwise` against ``product(g, rows)``, where ``rows`` is the group's
+    slice of the concatenated K."""
+    start = 0
+    for g, kg in enumerate(ks):
+        rows = slice(start, start + kg)
+        start += kg
+        if kg == 0:
+            assert torch.equal(d[g], base[g]), f"{name} group {g}: an empty group must leave C (or zeros)"
+            continue
+        assert_gemm_elementwise(f"{name} group {g}", d[g] - base[g], product(g, rows))
 
 
 def capture_graph(call: Callable[[], object]) -> "tuple[torch.cuda.CUDAGraph, object]":
