@@ -21,8 +21,13 @@ Nearly every drawn case runs a kernel; an MN-major BF16 operand whose leading di
 address (not a multiple of 8 elements) runs the reference path, as the op documents.
 
 ``HOPPERKIT_FUZZ_CASES`` (default 200) sets the number of cases and ``HOPPERKIT_FUZZ_SEED`` (default
-0) the stream: a longer run is ``HOPPERKIT_FUZZ_CASES=2000 pytest tests/test_gemm_fuzz_gpu.py``. A
+0) the stream: a longer run is ``HOPPERKIT_FUZZ_CASES=2000 pytest -m gpu tests/test_gemm_fuzz_gpu.py``. A
 failure names its case id, which reruns it alone.
+
+The file's CPU tests check the checks, in CI too: every kind of case, drawn as above, runs on the CPU,
+where each op computes with hopperkit.reference, and must pass; then again with each GEMM op
+corrupting its output after the reference wrote it (a wrong element, elements left unwritten, a
+write outside D's view), and every case with something to corrupt must fail.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import sys
 from dataclasses import dataclass, field
 
 import pytest
@@ -40,11 +46,13 @@ from hopperkit.reference import gemm as ref_gemm
 from hopperkit.testing import (assert_gemm_elementwise, assert_k_grouped_gemm, block_scaled_randn, calc_diff,
                                contiguous_m_indices, poison_, seeded_generator)
 
-pytestmark = pytest.mark.gpu
-
 CASES = int(os.environ.get("HOPPERKIT_FUZZ_CASES", "200"))
 SEED = int(os.environ.get("HOPPERKIT_FUZZ_SEED", "0"))
 FP8 = torch.float8_e4m3fn
+# Where the cases run, and a cap on the multiply-adds of one case: the CPU tests at the end of this
+# file set both (see "the checks, checked").
+DEVICE = "cuda"
+WORK_CAP = float("inf")
 
 # The compiled FP8 1d2d instantiations (BLOCK_M, BLOCK_N, cluster, one-box staging) by layout
 # (csrc/gemm/fp8_1d2d/dispatch.cu); a forced one that cannot tile a case is refused.
@@ -93,6 +101,11 @@ def applied(knobs: Knobs):
         hopperkit.set_pdl(False)
 
 
+def synchronize() -> None:
+    if DEVICE != "cpu":
+        torch.cuda.synchronize()
+
+
 def run_with_knobs(name: str, knobs: Knobs, call, outputs: list[torch.Tensor]) -> str:
     """Runs ``call`` under the knobs. A knob forced where it cannot apply must raise before the launch,
     with every output untouched; the call then runs with the defaults. Returns what ran."""
@@ -100,18 +113,18 @@ def run_with_knobs(name: str, knobs: Knobs, call, outputs: list[torch.Tensor]) -
     try:
         with applied(knobs):
             call()
-            torch.cuda.synchronize()
+            synchronize()
         return knobs.describe()
     except (ValueError, RuntimeError) as e:
         forced = [k for k in knobs.env if k in str(e)]
         if not forced:
             raise AssertionError(f"{name} [{knobs.describe()}]: refused without naming a knob: {e}") from e
-        torch.cuda.synchronize()
+        synchronize()
         for t, b in zip(outputs, before):
             assert torch.equal(t.isnan(), b.isnan()) and torch.equal(t.nan_to_num(), b.nan_to_num()), (
                 f"{name}: the refused call ({knobs.describe()}) wrote its output")
         call()
-        torch.cuda.synchronize()
+        synchronize()
         return f"defaults ({forced[0]} refused)"
 
 
@@ -133,7 +146,7 @@ def nan_buffer(rnd: random.Random, shape: tuple, dtype: torch.dtype, align: int)
     full[-1] += extra_cols
     if len(shape) == 3 and rnd.random() < 0.5:
         full[-2] += rnd.choice((1, 8))
-    buf = poison_(torch.empty(*full, dtype=dtype, device="cuda"))
+    buf = poison_(torch.empty(*full, dtype=dtype, device=DEVICE))
     view = buf[tuple(slice(0, s) for s in shape)]
     return buf, view
 
@@ -192,7 +205,7 @@ def draw_common_knobs(rnd: random.Random, knobs: Knobs) -> float:
     if rnd.random() < 0.15:
         knobs.num_sms = rnd.choice((1, 2, 3, 17, 66, 100, 131))
     knobs.pdl = rnd.random() < 0.2
-    return 6e10 if knobs.num_sms is None or knobs.num_sms >= 64 else 2e9 * knobs.num_sms
+    return min(WORK_CAP, 6e10 if knobs.num_sms is None or knobs.num_sms >= 64 else 2e9 * knobs.num_sms)
 
 
 def draw_env(rnd: random.Random, knobs: Knobs, table: tuple) -> None:
@@ -249,7 +262,7 @@ def case_fp8_1d1d(rnd: random.Random, gen: torch.Generator, name: str) -> str:
     b = block_scaled_randn(gen, n, k)
     a_fp8, sfa = hopperkit.per_token_cast_to_fp8(a)
     b_fp8, sfb = hopperkit.per_token_cast_to_fp8(b)
-    c = torch.randn(m, n, generator=gen, device="cuda") * 4
+    c = torch.randn(m, n, generator=gen, device=DEVICE) * 4
     buf, d = nan_buffer(rnd, (m, n), torch.float32, 4)
     in_place = rnd.random() < 0.5
     if in_place:
@@ -304,17 +317,17 @@ def case_fp8_contiguous(rnd: random.Random, gen: torch.Generator, name: str) -> 
     b = block_scaled_randn(gen, g, n, k, block_rows=128)
     a_fp8, sfa = hopperkit.per_token_cast_to_fp8(a)
     b_fp8, sfb = quant_b_groups(b)
-    pad = (m_indices == -1).to("cuda")
+    pad = (m_indices == -1).to(DEVICE)
     a_fp8.view(torch.uint8)[pad] = 0x7F  # NaN in the padding rows must reach no valid row
     sfa = sfa.clone()
     sfa[pad] = float("nan")
     buf, d = nan_buffer(rnd, (m, n), torch.bfloat16, 8)
     if psum:
-        ends = torch.tensor([s + c for s, (_, c) in zip(starts, segments)], dtype=torch.int32, device="cuda")
+        ends = torch.tensor([s + c for s, (_, c) in zip(starts, segments)], dtype=torch.int32, device=DEVICE)
         call = lambda: hopperkit.m_grouped_fp8_gemm_nt_contiguous((a_fp8, sfa), (b_fp8, sfb), d, ends,
                                                                   use_psum_layout=True)
     else:
-        ids = m_indices.to("cuda")
+        ids = m_indices.to(DEVICE)
         call = lambda: hopperkit.m_grouped_fp8_gemm_nt_contiguous((a_fp8, sfa), (b_fp8, sfb), d, ids)
     ran = run_with_knobs(name, knobs, call, [buf])
     label = f"{name} m_grouped contiguous G={g} rows={counts} N={n} K={k} psum={psum} [{ran}]"
@@ -358,8 +371,8 @@ def case_fp8_masked(rnd: random.Random, gen: torch.Generator, name: str) -> str:
     pairs = [hopperkit.per_token_cast_to_fp8(a[i]) for i in range(g)]
     a_fp8, sfa = torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs])
     b_fp8, sfb = quant_b_groups(b)
-    masked = torch.tensor(counts, dtype=torch.int32, device="cuda")
-    dead = torch.arange(m_max, device="cuda")[None, :] >= masked[:, None].long()
+    masked = torch.tensor(counts, dtype=torch.int32, device=DEVICE)
+    dead = torch.arange(m_max, device=DEVICE)[None, :] >= masked[:, None].long()
     a_fp8.view(torch.uint8)[dead] = 0x7F
     sfa[dead] = float("nan")
     a_in = fp8_row_view(rnd, a_fp8)
@@ -396,11 +409,11 @@ def case_bf16_dense(rnd: random.Random, gen: torch.Generator, name: str) -> str:
                           (0.2, "HOPPERKIT_BF16_GEMM_SPLITS", tuple("123456")),
                           (0.1, "HOPPERKIT_BF16_GEMM_SPLIT_FIXUP", ("global",)),
                           (0.2, "HOPPERKIT_BF16_GEMM_SWAP_AB", ("off", "auto", "8", "16", "32", "64", "96"))))
-    a = torch.randn(m, k, generator=gen, device="cuda").to(torch.bfloat16)
-    b = torch.randn(n, k, generator=gen, device="cuda").to(torch.bfloat16)
+    a = torch.randn(m, k, generator=gen, device=DEVICE).to(torch.bfloat16)
+    b = torch.randn(n, k, generator=gen, device=DEVICE).to(torch.bfloat16)
     a_in, b_in = bf16_operand(rnd, a, True), bf16_operand(rnd, b, True)
     c_kind = rnd.choice(("none", "other", "d"))
-    c = torch.randn(m, n, generator=gen, device="cuda").to(out_dtype) if c_kind != "none" else None
+    c = torch.randn(m, n, generator=gen, device=DEVICE).to(out_dtype) if c_kind != "none" else None
     buf, d = nan_buffer(rnd, (m, n), out_dtype, 8)
     if c_kind == "d":
         d.copy_(c)
@@ -423,18 +436,18 @@ def case_bf16_grouped(rnd: random.Random, gen: torch.Generator, name: str) -> st
     budget = draw_common_knobs(rnd, knobs) / 2
     g = rnd.randint(1, 10)
     n, k = draw_n(rnd, 8), draw_k(rnd, 8)
-    b = torch.randn(g, n, k, generator=gen, device="cuda").to(torch.bfloat16)
+    b = torch.randn(g, n, k, generator=gen, device=DEVICE).to(torch.bfloat16)
     if rnd.random() < 0.5:
         counts = draw_group_rows(rnd, g, rnd.choice((300, 900)))
         _, n, k = cap_work(sum(counts) + 128 * g, n, k, budget)
         b = b[:, :n, :k].contiguous()
         m_indices, starts = contiguous_m_indices(list(enumerate(counts)), 128)
         m = m_indices.numel()
-        a = torch.randn(m, k, generator=gen, device="cuda").to(torch.bfloat16)
-        pad = (m_indices == -1).to("cuda")
+        a = torch.randn(m, k, generator=gen, device=DEVICE).to(torch.bfloat16)
+        pad = (m_indices == -1).to(DEVICE)
         a[pad] = float("nan")
         buf, d = nan_buffer(rnd, (m, n), torch.bfloat16, 8)
-        ids = m_indices.to("cuda")
+        ids = m_indices.to(DEVICE)
         ran = run_with_knobs(name, knobs, lambda: hopperkit.m_grouped_bf16_gemm_nt_contiguous(a, b, d, ids), [buf])
         label = f"{name} m_grouped bf16 contiguous G={g} rows={counts} N={n} K={k} [{ran}]"
         assert_outside_untouched(label, buf, d)
@@ -448,9 +461,9 @@ def case_bf16_grouped(rnd: random.Random, gen: torch.Generator, name: str) -> st
     counts = [min(m_max, c) for c in draw_group_rows(rnd, g, m_max)]
     _, n, k = cap_work(g * m_max, n, k, budget)
     b = b[:, :n, :k].contiguous()
-    a = torch.randn(g, m_max, k, generator=gen, device="cuda").to(torch.bfloat16)
-    masked = torch.tensor(counts, dtype=torch.int32, device="cuda")
-    dead = torch.arange(m_max, device="cuda")[None, :] >= masked[:, None].long()
+    a = torch.randn(g, m_max, k, generator=gen, device=DEVICE).to(torch.bfloat16)
+    masked = torch.tensor(counts, dtype=torch.int32, device=DEVICE)
+    dead = torch.arange(m_max, device=DEVICE)[None, :] >= masked[:, None].long()
     a[dead] = float("nan")
     expected_m = rnd.randint(1, m_max)
     buf, d = nan_buffer(rnd, (g, m_max, n), torch.bfloat16, 8)
@@ -480,12 +493,12 @@ def case_fp8_k_grouped(rnd: random.Random, gen: torch.Generator, name: str) -> s
     sfa = torch.cat([q[1].contiguous() for q in qa], dim=1)
     sfb = torch.cat([q[1].contiguous() for q in qb], dim=1)
     sfa_in, sfb_in = scales_any_major(rnd, sfa), scales_any_major(rnd, sfb)
-    c = torch.randn(g, m, n, generator=gen, device="cuda")
+    c = torch.randn(g, m, n, generator=gen, device=DEVICE)
     buf, d = nan_buffer(rnd, (g, m, n), torch.float32, 4)
     in_place = rnd.random() < 0.5
     if in_place:
         d.copy_(c)
-    ks_dev = torch.tensor(ks, dtype=torch.int32, device="cuda")
+    ks_dev = torch.tensor(ks, dtype=torch.int32, device=DEVICE)
     call = lambda: hopperkit.k_grouped_fp8_gemm_nt_contiguous((a8, sfa_in), (b8, sfb_in), d, ks, ks_dev,
                                                               c=d if in_place else c)
     ran = run_with_knobs(name, knobs, call, [buf])
@@ -502,19 +515,19 @@ def case_bf16_k_grouped(rnd: random.Random, gen: torch.Generator, name: str) -> 
     g = rnd.randint(1, 6)
     ks = [128 * rnd.choice((0, 1, 2, 3, 8, 24)) for _ in range(g)]
     m, n = rnd.choice((8, 64, 100, 256, 384, 1024)), rnd.choice((8, 96, 256, 520, 1032, 2048, 7168))
-    a = torch.randn(sum(ks), m, generator=gen, device="cuda").to(torch.bfloat16)
-    b = torch.randn(sum(ks), n, generator=gen, device="cuda").to(torch.bfloat16)
+    a = torch.randn(sum(ks), m, generator=gen, device=DEVICE).to(torch.bfloat16)
+    b = torch.randn(sum(ks), n, generator=gen, device=DEVICE).to(torch.bfloat16)
     c_kind = rnd.choice(("none", "other", "d"))
-    c = torch.randn(g, m, n, generator=gen, device="cuda") if c_kind != "none" else None
+    c = torch.randn(g, m, n, generator=gen, device=DEVICE) if c_kind != "none" else None
     buf, d = nan_buffer(rnd, (g, m, n), torch.float32, 4)
     if c_kind == "d":
         d.copy_(c)
-    ks_dev = torch.tensor(ks, dtype=torch.int32, device="cuda")
+    ks_dev = torch.tensor(ks, dtype=torch.int32, device=DEVICE)
     call = lambda: hopperkit.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, ks_dev, c=d if c_kind == "d" else c)
     ran = run_with_knobs(name, knobs, call, [buf])
     label = f"{name} k_grouped bf16 ks={ks} M={m} N={n} c={c_kind} [{ran}]"
     assert_outside_untouched(label, buf, d)
-    base = c if c is not None else torch.zeros(g, m, n, device="cuda")
+    base = c if c is not None else torch.zeros(g, m, n, device=DEVICE)
     assert_k_grouped_gemm(label, d, base, ks, lambda _, rows: a[rows].float().T @ b[rows].float())
     return label
 
@@ -523,9 +536,92 @@ OPS = ((case_fp8_dense, 4), (case_fp8_1d1d, 1), (case_fp8_contiguous, 2), (case_
        (case_bf16_dense, 3), (case_bf16_grouped, 2), (case_fp8_k_grouped, 1), (case_bf16_k_grouped, 1))
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("case", range(CASES), ids=[f"seed{SEED}-case{i}" for i in range(CASES)])
 def test_gemm_fuzz(case):
     rnd = random.Random(f"hopperkit fuzz {SEED} {case}")
     op = rnd.choices([f for f, _ in OPS], weights=[w for _, w in OPS])[0]
-    gen = seeded_generator("cuda", "fuzz", SEED, case)
+    gen = seeded_generator(DEVICE, "fuzz", SEED, case)
     op(rnd, gen, f"seed{SEED}-case{case}")
+
+
+# --------------------------------------------------------------------------------------------------
+# the checks, checked (CPU)
+# --------------------------------------------------------------------------------------------------
+
+# The GEMM ops the cases call; D is the third argument of each.
+GEMM_OPS = ("fp8_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked",
+            "k_grouped_fp8_gemm_nt_contiguous", "bf16_gemm_nt", "m_grouped_bf16_gemm_nt_contiguous",
+            "m_grouped_bf16_gemm_nt_masked", "k_grouped_bf16_gemm_tn_contiguous")
+CPU_SEEDS = 6
+
+
+@pytest.fixture
+def on_cpu(monkeypatch):
+    """The cases on the CPU, where every op computes with hopperkit.reference, at most 3e7 multiply-adds
+    each (the reference's FP8 two-level accumulation is slow on a CPU)."""
+    module = sys.modules[__name__]
+    monkeypatch.setattr(module, "DEVICE", "cpu")
+    monkeypatch.setattr(module, "WORK_CAP", 3e7)
+
+
+def run_cpu_case(op, seed: int) -> str:
+    return op(random.Random(f"hopperkit fuzz cpu {seed}"), seeded_generator("cpu", "fuzz cpu", seed), f"cpu{seed}")
+
+
+def corrupt(kind: str, d: torch.Tensor) -> bool:
+    """Corrupts D, as a faulty kernel would, in one of three ways; False where D offers nothing to corrupt.
+    ``value``: one written (finite) element made wrong by more than any bound; ``unwritten``: every
+    written nonzero element back to NaN, as if the kernel had skipped them (padding and masked rows
+    hold zeros and may stay); ``outside``: the first element of D's buffer outside D's view written."""
+    written = d.isfinite()
+    if kind == "value":
+        positions = written.nonzero()
+        if positions.shape[0] == 0:
+            return False
+        pos = tuple(positions[positions.shape[0] // 2].tolist())
+        d[pos] += 1 + 10 * d[pos].abs()
+        return True
+    if kind == "unwritten":
+        mask = written & (d != 0)
+        d[mask] = float("nan")
+        return bool(mask.any())
+    storage = torch.empty(0, dtype=d.dtype, device=d.device).set_(d.untyped_storage())
+    covered = torch.zeros(storage.numel(), dtype=torch.bool, device=d.device)
+    covered[torch.arange(storage.numel(), device=d.device).as_strided(d.shape, d.stride(), d.storage_offset())] = True
+    outside = (~covered).nonzero()
+    if outside.shape[0] == 0:
+        return False
+    storage[int(outside[0])] = 0
+    return True
+
+
+@pytest.mark.parametrize("op", [f for f, _ in OPS], ids=lambda f: f.__name__[5:])
+def test_cases_pass_on_the_reference(on_cpu, op):
+    """Each kind of case, drawn and checked as on the GPU, passes where the ops are the reference."""
+    for seed in range(CPU_SEEDS):
+        run_cpu_case(op, seed)
+
+
+@pytest.mark.parametrize("kind", ["value", "unwritten", "outside"])
+@pytest.mark.parametrize("op", [f for f, _ in OPS], ids=lambda f: f.__name__[5:])
+def test_cases_catch_a_corrupted_output(on_cpu, monkeypatch, op, kind):
+    """The same cases with every GEMM op corrupting its output after the reference has written it: each
+    case with something to corrupt must fail, and at least one case of each kind has something."""
+    applied = []
+    for name in GEMM_OPS:
+        def faulty(*args, _real=getattr(hopperkit, name), **kwargs):
+            out = _real(*args, **kwargs)
+            applied.append(corrupt(kind, args[2]))
+            return out
+        monkeypatch.setattr(hopperkit, name, faulty)
+    caught = 0
+    for seed in range(CPU_SEEDS):
+        applied.clear()
+        try:
+            label = run_cpu_case(op, seed)
+        except AssertionError:
+            caught += 1
+            continue
+        assert not any(applied), f"{label}: a {kind} fault in D went unnoticed"
+    assert caught > 0, f"no {op.__name__} case of seeds 0-{CPU_SEEDS - 1} had a D to corrupt ({kind})"
