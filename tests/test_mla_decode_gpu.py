@@ -14,6 +14,8 @@ rel 2.01/128 / cos 5e-6; lse abs 1e-6 / rel 8.01/65536; inf/NaN positions identi
 - CUDA-graph capture of metadata + decode, replayed with new lengths written into the captured tensors.
 - Bitwise repeatability over 20 calls; s_q = 1 ignores ``causal``; causal rows that see no key;
   metadata built for another batch or head layout raises ``ValueError("hopperkit: ...")``.
+- Drawn cases (see "drawn cases"); on the CPU (in CI too) the same draws run on the reference, and
+  must pass there and fail when the op's output is corrupted.
 """
 
 from __future__ import annotations
@@ -362,16 +364,15 @@ FUZZ_CASES = max(1, int(os.environ.get("HOPPERKIT_FUZZ_CASES", "200")) // 10)
 FUZZ_SEED = int(os.environ.get("HOPPERKIT_FUZZ_SEED", "0"))
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("case", range(FUZZ_CASES), ids=[f"seed{FUZZ_SEED}-case{i}" for i in range(FUZZ_CASES)])
-def test_decode_drawn_cases(cuda, case):
-    rng = random.Random(f"hopperkit mla fuzz {FUZZ_SEED} {case}")
+def run_drawn_case(device: torch.device, rng: random.Random, case: int, max_tokens: int = 200_000) -> str:
+    """Draws one case from ``rng`` (``case`` seeds its inputs), decodes it and checks it; returns its name.
+    ``max_tokens`` caps the cache tokens of the batch (the cache and the reference grow with them)."""
     h_k = rng.choice((1, 1, 2))
     h_q = h_k * rng.randint(1, 128 // h_k)
     s_q = rng.choice((1, 1, 2, 3, 4, 6))
     b = rng.choice((rng.randint(1, 8), rng.randint(1, 160)))
     max_len = rng.choice((64, 300, 2000, 9000))
-    max_len = max(1, min(max_len, 200_000 // b))  # the cache and the reference grow with b · length
+    max_len = max(1, min(max_len, max_tokens // b))
     lens = []
     for _ in range(b):
         r = rng.random()
@@ -381,7 +382,7 @@ def test_decode_drawn_cases(cuda, case):
     dtype = torch.float16 if rng.random() < 0.2 else torch.bfloat16
     scale = None if rng.random() < 0.6 else rng.uniform(0.02, 0.5)
     max_blocks = max(1, cdiv(max(lens), PAGE)) + rng.choice((0, 0, 1, 7))
-    q, k_cache, block_table, seqlens = make_inputs(lens_t, s_q, h_q, h_k, dtype, cuda, zlib.crc32(f"{case}".encode()),
+    q, k_cache, block_table, seqlens = make_inputs(lens_t, s_q, h_q, h_k, dtype, device, zlib.crc32(f"{case}".encode()),
                                                    strided_cache=rng.random() < 0.3, max_blocks=max_blocks)
     num_sms = rng.choice((None, None, None, 1, 7, 33, 100, 131))
     lazy = rng.random() < 0.5
@@ -398,7 +399,8 @@ def test_decode_drawn_cases(cuda, case):
         else:
             tsm, num_splits = explicit_metadata(seqlens, q, k_cache)
             out, lse = hopperkit.flash_mla_with_kvcache(q, k_cache, block_table, seqlens, D_V, tsm, num_splits, **kw)
-        torch.cuda.synchronize()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
     finally:
         hopperkit.set_num_sms(None)
         hopperkit.set_pdl(False)
@@ -406,3 +408,63 @@ def test_decode_drawn_cases(cuda, case):
         check(out, lse, q, k_cache, block_table, seqlens, **kw)
     except AssertionError as e:
         raise AssertionError(f"{name}: {e}") from e
+    return name
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", range(FUZZ_CASES), ids=[f"seed{FUZZ_SEED}-case{i}" for i in range(FUZZ_CASES)])
+def test_decode_drawn_cases(cuda, case):
+    run_drawn_case(cuda, random.Random(f"hopperkit mla fuzz {FUZZ_SEED} {case}"), case)
+
+
+# The checks, checked (CPU, so in CI too): the drawn cases on the CPU, where the op computes with the
+# reference, at most 4096 cache tokens each, must pass; then with the op's output corrupted after the
+# reference computed it, every case with something to corrupt must fail.
+CPU_CASES = 6
+
+
+def run_cpu_case(case: int) -> str:
+    return run_drawn_case(torch.device("cpu"), random.Random(f"hopperkit mla fuzz cpu {case}"), case, max_tokens=4096)
+
+
+def corrupt(kind: str, out: torch.Tensor, lse: torch.Tensor) -> bool:
+    """``out``: one element of out off by more than any tolerance; ``unwritten``: out all NaN; ``lse``: one
+    finite (attending) lse off by 1. False where the output offers nothing to corrupt."""
+    if kind == "unwritten":
+        out.fill_(math.nan)
+        return out.numel() > 0
+    t = out if kind == "out" else lse
+    positions = t.isfinite().nonzero()
+    if positions.shape[0] == 0:
+        return False
+    pos = tuple(positions[positions.shape[0] // 2].tolist())
+    t[pos] += 0.1 + t[pos].abs() if kind == "out" else 1.0
+    return True
+
+
+def test_drawn_cases_pass_on_the_reference():
+    for case in range(CPU_CASES):
+        run_cpu_case(case)
+
+
+@pytest.mark.parametrize("kind", ["out", "unwritten", "lse"])
+def test_drawn_cases_catch_a_corrupted_output(monkeypatch, kind):
+    applied = []
+    real = hopperkit.flash_mla_with_kvcache
+
+    def faulty(*args, **kwargs):
+        out, lse = real(*args, **kwargs)
+        applied.append(corrupt(kind, out, lse))
+        return out, lse
+
+    monkeypatch.setattr(hopperkit, "flash_mla_with_kvcache", faulty)
+    caught = 0
+    for case in range(CPU_CASES):
+        applied.clear()
+        try:
+            name = run_cpu_case(case)
+        except AssertionError:
+            caught += 1
+            continue
+        assert not any(applied), f"{name}: a corrupted {kind} went unnoticed"
+    assert caught > 0, f"no case of 0-{CPU_CASES - 1} had a {kind} to corrupt"
