@@ -71,3 +71,37 @@ def forbid_reference(monkeypatch):
         monkeypatch.setattr(gemm_module, "_ref", _ReferenceWithout(real, forbidden))
 
     return forbid
+
+
+@pytest.fixture
+def assert_faults_caught(monkeypatch):
+    """``assert_faults_caught(ops, corrupt, run_case, cases)``: wraps each named hopperkit op so that
+    ``corrupt(args, result)`` damages its output after it ran, returning whether there was anything to
+    damage; then runs ``run_case(i)`` (which returns the case's label) for i in range(cases). Every case
+    whose output was damaged must fail with an AssertionError, no undamaged case may fail, and at least
+    one case must have been damaged: the case's checks then demonstrably catch that fault."""
+    import hopperkit
+
+    def check(ops, corrupt, run_case, cases: int) -> None:
+        damaged: list[bool] = []
+        for name in ops:
+            def faulty(*args, _real=getattr(hopperkit, name), **kwargs):
+                result = _real(*args, **kwargs)
+                damaged.append(corrupt(args, result))
+                return result
+
+            monkeypatch.setattr(hopperkit, name, faulty)
+        caught = 0
+        for i in range(cases):
+            damaged.clear()
+            try:
+                label = run_case(i)
+            except AssertionError:
+                if not any(damaged):
+                    raise
+                caught += 1
+                continue
+            assert not any(damaged), f"{label}: the damaged output went unnoticed"
+        assert caught > 0, f"none of the {cases} cases had an output to damage"
+
+    return check
