@@ -115,9 +115,10 @@ def test_1d2d_mid_m_split(cuda, m, n, k):
 # Shapes where the heuristic takes 192×64 tiles (heuristics.h fp8_1d2d_192_rows_fit): one M block
 # with a one-row (129) or partial last block, two M blocks whose second holds 65 rows (257) or 108
 # (300), with and without split-K (2112×7168, 1536×7168 and 2048×16384 split in two; 4096×7168 at
-# 129-192 rows too).
+# 129-192 rows too); above 384 rows, four M blocks whose last holds 64 rows (640), six whose last
+# holds 140 (1100), and three waves of them (576×7168×16384).
 TALL_192_SHAPES = ((129, 7168, 2048), (160, 32768, 512), (192, 4096, 7168), (257, 2112, 7168), (300, 4096, 7168),
-                   (384, 1536, 7168), (300, 2048, 16384))
+                   (384, 1536, 7168), (300, 2048, 16384), (640, 2112, 7168), (1100, 1024, 7168), (576, 7168, 16384))
 
 
 @pytest.mark.parametrize("m,n,k", TALL_192_SHAPES, ids=[f"M{m}-N{n}-K{k}" for m, n, k in TALL_192_SHAPES])
@@ -138,10 +139,13 @@ def _launched_1d2d_tiles(device, m, n, k):
     return {tuple(int(v) for v in re.search(r"Fp8Gemm1d2dTraits<(\d+), ?(\d+)", name).groups()) for name in names}
 
 
-# The rule itself: 192×64 inside its row ranges, not where its M blocks pad more rows than 128-row
-# blocks (200, 448) or above kMaxRowsFor192RowTiles (576), where other tiles measured faster.
+# The rule itself: 192×64 inside its row ranges; not where its M blocks pad more rows than 128-row
+# blocks at most 384 rows (200); above 384 rows where the wave model picks it (640 and 768 rows of
+# one wave), not where 128×64 fills one wave too (448, 960) or 128×192 takes fewer waves (576 ×
+# 24576×1536), nor above kMaxRowsFor192RowTiles (1344), where other tiles measured faster.
 @pytest.mark.parametrize("m,n,k,tall", [(160, 7168, 2048, True), (300, 2112, 7168, True), (200, 4096, 7168, False),
-                                         (448, 2112, 7168, False), (576, 24576, 1536, False)],
+                                         (640, 2112, 7168, True), (768, 1536, 7168, True), (448, 2112, 7168, False),
+                                         (960, 1024, 7168, False), (576, 24576, 1536, False), (1344, 2112, 7168, False)],
                          ids=lambda v: str(v))
 def test_1d2d_192_row_tiles_chosen(cuda, monkeypatch, m, n, k, tall):
     for knob in ("HOPPERKIT_FP8_GEMM_CONFIG", "HOPPERKIT_FP8_GEMM_SPLITS"):
