@@ -47,8 +47,8 @@ inline TileCandidate pick_tile_by_waves(const TileCandidate (&candidates)[kCount
 
 // The 192×64 tile (three math warpgroups of one 64-row wave each) is a candidate of the normal
 // layout at 129-192 and 257-384 rows, where its M blocks pad M no further than 128-row blocks do,
-// and at 385-1152 rows with a lower efficiency (below). Each of its three warpgroups runs its own chain of wgmma,
-// wait and promotion per K block, so a stage's B tile feeds three chains at once, where a 128-row
+// and at 385-1152 rows with a lower efficiency (below). Each of its three warpgroups runs its own
+// chain of wgmma, wait and promotion per K block, so a stage's B tile feeds three chains at once, where a 128-row
 // tile feeds two and a 256-row tile's warpgroups run their two waves one after the other.
 // PERF (H200, benchmarks/sweep_tiles.py --kind fp8: L2 flushed, medians of 15 calls in turns, µs,
 // the pick without it / 192×64 / cuBLAS blockwise where it takes the shape): 129-192×7168×16384
@@ -61,26 +61,31 @@ inline TileCandidate pick_tile_by_waves(const TileCandidate (&candidates)[kCount
 // 448-512×2048×16384 40.3-40.8 / 47.9-48.3. At 576 rows (no padding either way) it measured mixed:
 // faster on 2112×7168 (30.1 / 26.7), 7168×16384 (154.9 / 149.1), 7168×2048 (27.2 / 25.8), 1024×7168
 // (22.9 / 19.7) and 2048×16384 (56.1 / 48.4), slower on 24576×1536 (48.3 / 52.1), 32768×512 (34.5 /
-// 35.7) and 1536×7168 (22.7 / 25.2), so at efficiency 1.0 it stops at 384. At 257-384 rows the model keeps 128×192 on
-// 7168×16384 and 7168×2048, where 192×64 measured slower (78.8-80.7 / 97-101, 17.7-18.0 / 20.0-20.8).
+// 35.7) and 1536×7168 (22.7 / 25.2), so at efficiency 1.0 it stops at 384. At 257-384 rows the
+// model keeps 128×192 on 7168×16384 and 7168×2048, where 192×64 measured slower (78.8-80.7 / 97-101,
+// 17.7-18.0 / 20.0-20.8).
 // With B multicast (pairs of M blocks at 257-384 rows) it is slower: 2112×7168 25.0-25.6,
 // 2048×16384 47.0-47.5, 1536×7168 25.0.
-// Above 384 rows, up to kMaxRowsFor192RowTiles, it is a candidate with efficiency 0.95, whatever its
-// padding: there it wins where its M blocks take one wave that wider tiles cannot
-// (576-768 × 2112×7168 and 2048×16384) or fewer waves than 128×192 (576 × 7168×{16384, 2048}),
-// and loses where 128×64 fits the grid in one wave as well (448-960 × {1024, 1536, 2048, 2112}:
-// 3-17% slower), which efficiency 1.0 would take (12288 against 128×64's 8192 / 0.65 = 12603).
-// At 129-384 rows 0.95 would lose 129-192×4096×7168 (two splits of 192×64, 21.0-21.4, against
-// 128×64, 23.6-24.0), so the first range keeps 1.0 and its padding rule. PERF (an H100,
-// sweep_tiles.py --kind fp8, M = 448, 576, 640, 768, 960, 1152 on 2112×7168, 7168×16384, 7168×2048,
-// 1024×7168, 2048×16384, 24576×1536, 32768×512, 1536×7168, 4096×7168, µs, the pick before /
-// after): 576×2112×7168 30.8 / 26.7, 640× 31.0 / 27.2, 768× 30.3 / 27.5; 576×2048×16384 57.4 /
-// 49.2, 640× 57.4 / 48.8, 768× 55.6 / 50.7; 576×7168×16384 148.6 / 141.4; 576×7168×2048 28.6 /
-// 27.1; 768×1536×7168 29.1 / 26.4, 960× 29.9 / 26.8; 1152×1024×7168 30.9 / 26.6; 576×32768×512
-// 37.2 / 37.2; 1152×4096×7168 69.6 / 69.4. The other 41 of the 54 shapes keep their pick. Over all
-// 54 the pick's time over the fastest forced tile's is 1.000 in geomean (1.023 before), at most
-// 1.07 (1.17 before; 1152×32768×512, 256×128 against A multicast, which this does not touch). Not
-// measured above 1152 rows.
+// Above 384 rows, up to kMaxRowsFor192RowTiles, it is a candidate with efficiency 0.95, whatever
+// its padding: there it wins where its M blocks take one wave that wider tiles cannot (576-768 ×
+// 2112×7168 and 2048×16384) or fewer waves than 128×192 (576 × 7168×{16384, 2048}), and loses where
+// 128×64 fits the grid in one wave as well (448-960 × {1024, 1536, 2048, 2112}: 3-17% slower),
+// which efficiency 1.0 would take (12288 against 128×64's 8192 / 0.65 = 12603). At 129-384 rows
+// 0.95 would lose 129-192×4096×7168 (two splits of 192×64, 21.0-21.4, against 128×64, 23.6-24.0),
+// so the first range keeps 1.0 and its padding rule. PERF (an H100, sweep_tiles.py --kind fp8,
+// every tile forced and the heuristic, in turns, M = 448, 576, 640, 768, 960, 1152 on 2112×7168,
+// 7168×16384, 7168×2048, 1024×7168, 2048×16384, 24576×1536, 32768×512, 1536×7168, 4096×7168; µs,
+// the heuristic's pick before this rule / 192×64 forced, same run), the 13 shapes where the rule
+// now takes 192×64: 576×2112×7168 30.8 / 26.7, 640× 31.0 / 27.2, 768× 30.3 / 27.5; 576×2048×16384
+// 57.4 / 49.2, 640× 57.4 / 48.8, 768× 55.6 / 50.7; 576×7168×16384 148.6 / 141.4; 576×7168×2048 28.6
+// / 27.1; 768×1536×7168 29.1 / 26.4, 960× 29.9 / 26.8; 1152×1024×7168 30.9 / 26.6; 576×32768×512
+// 37.2 / 37.2; 1152×4096×7168 69.6 / 69.4. The other 41 keep their pick. Over the 54, the time of
+// the tile the rule picks over the fastest forced tile's is 1.000 in geomean (the old pick's:
+// 1.023), at most 1.07 (1.17; 1152×32768×512, 128×192 against 256×128, which this does not touch).
+// Measured with the rule in place (the same card, another run, µs, the heuristic / 192×64 forced /
+// cuBLAS blockwise): 576×2112×7168 25.9 / 26.8 / 28.7, 768×2112×7168 27.1 / 27.5 / 29.1,
+// 576×2048×16384 48.0 / 49.0 / 52.6, 768×1536×7168 26.0 / 25.6 / 27.4, 1152×1024×7168 25.8 / 25.9 /
+// 27.8. Not measured above 1152 rows.
 inline constexpr int kMaxRowsFor192RowTiles = 1152;
 inline constexpr int kMaxRowsFor192RowTilesAtFullEfficiency = 384;
 inline bool fp8_1d2d_192_rows_fit(int m) {
@@ -196,10 +201,10 @@ inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, GemmL
       {128, 128, 1.0}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}, {256, 128, 1.12}};
   const TileCandidate tile =
       layout == GemmLayout::kMGroupedMasked ? pick_tile_by_waves(kMaskedCandidates, m, n, num_sms, groups, true)
+      : layout == GemmLayout::kNormal && fp8_1d2d_192_rows_fit(m) && m <= kMaxRowsFor192RowTilesAtFullEfficiency
+          ? pick_tile_by_waves(kCandidatesWith192Rows, m, n, num_sms, groups, true)
       : layout == GemmLayout::kNormal && fp8_1d2d_192_rows_fit(m)
-          ? (m <= kMaxRowsFor192RowTilesAtFullEfficiency
-                 ? pick_tile_by_waves(kCandidatesWith192Rows, m, n, num_sms, groups, true)
-                 : pick_tile_by_waves(kCandidatesWith192RowsAbove384, m, n, num_sms, groups, true))
+          ? pick_tile_by_waves(kCandidatesWith192RowsAbove384, m, n, num_sms, groups, true)
           : pick_tile_by_waves(kCandidates, m, n, num_sms, groups, true,
                                layout == GemmLayout::kMGroupedContiguous ? experts / 2 : 0);
   Fp8Gemm1d2dConfig best{tile.block_m, tile.block_n, 1};
