@@ -81,7 +81,8 @@ inline TileCandidate pick_tile_by_waves(const TileCandidate (&candidates)[kCount
 // / 27.1; 768×1536×7168 29.1 / 26.4, 960× 29.9 / 26.8; 1152×1024×7168 30.9 / 26.6; 576×32768×512
 // 37.2 / 37.2; 1152×4096×7168 69.6 / 69.4. The other 41 keep their pick. Over the 54, the time of
 // the tile the rule picks over the fastest forced tile's is 1.000 in geomean (the old pick's:
-// 1.023), at most 1.07 (1.17; 1152×32768×512, 128×192 against 256×128, which this does not touch).
+// 1.023), at most 1.07 (1.17; 1152×32768×512, 128×192 against 256×128, which the short-K rule of
+// choose_fp8_1d2d_dense_config now corrects).
 // Measured with the rule in place (the same card, another run, µs, the heuristic / 192×64 forced /
 // cuBLAS blockwise): 576×2112×7168 25.9 / 26.8 / 28.7, 768×2112×7168 27.1 / 27.5 / 29.1,
 // 576×2048×16384 48.0 / 49.0 / 52.6, 768×1536×7168 26.0 / 25.6 / 27.4, 1152×1024×7168 25.8 / 25.9 /
@@ -252,7 +253,7 @@ inline int choose_k_splits(int m, int n, int k, const Fp8Gemm1d2dConfig& config,
   return choose_k_splits_for_tiles(tiles, (k + 127) / 128, num_sms, min_k_blocks, max_splits);
 }
 
-// The dense GEMM's tile (choose_fp8_1d2d_config), with two corrections. First, for grids of 64×64 tiles: every
+// The dense GEMM's tile (choose_fp8_1d2d_config), with three corrections. First, for grids of 64×64 tiles: every
 // 64-row M block streams all of B, where 128×64 tiles with split-K stream fewer bytes per unit (A is
 // only ever read from L2, and half as many M blocks read B). The 128×64 tiles are taken where their
 // units fill at least three quarters of the SMs (with fewer, narrow N, the 64-row blocks keep more
@@ -286,8 +287,40 @@ inline constexpr int kMinKBlocksForTallerSplit = 32;
 // 33.5 / 32.6; M = 100: 24576×1536 24.5 / 23.0, 32768×512 16.4 / 15.8. Nowhere slower than
 // 0.994× (128×12288×512, 11.1 / 11.2). At M <= 64 the 64-row tiles stay (64×32768×512: 64×128 15.0,
 // 128×64 15.8).
+//
+// Third, short K at 801-1152 rows: where the wave model takes 128×192 tiles and 256×128 ones with
+// A multicast (fp8_1d2d_a_multicast_fits; the caller sets cluster_n) make at least three waves,
+// the 256-row tiles run, although their last M block pads up to 255 rows. A tile of at most
+// kMaxKBlocksFor256RowsAtShortK K blocks spends much of its time outside the mainloop, most likely
+// in its epilogue (not profiled), which the 128×192 tile runs through one staging box and the
+// 256×128 tile through a box per box, overlapped with the next tile (fp8_1d2d/PERF.md "Epilogue";
+// the wave model's efficiencies were fitted at long K). PERF (an H100, benchmarks/sweep_tiles.py, L2 flushed, medians of 15 calls in
+// turns, µs, 128×192 / 256×128 with A multicast / cuBLAS blockwise): K = 512: 896×32768 46.8 /
+// 43.2 / 42.6, 1152×32768 54.5 / 51.6 / 56.0, 896×16384 28.8 / 26.6 / 26.2, 1152×16384 32.1 / 30.0 /
+// 30.5, 896×24576 36.0 / 35.0 / 34.7, 1152×24576 43.3 / 42.7 / 43.6; K = 1024: 896×32768 71.7 /
+// 66.8 / 62.8, 1152×32768 86.6 / 82.9 / 85.5, 896×16384 38.8 / 37.5 / 35.1, 1152×16384 45.2 / 44.4
+// / 44.8. Below three waves of 256×128 tiles it was slower than the pick (1152×7168×512, 280 tiles,
+// 128×128: 19.6 / 21.4), at K = 2048 and more 128×192 stays ahead (1152×7168×2048 38.6 / 45.0,
+// 1152×7168×16384 225.5 / 271.6), and at 576-640 rows it is mixed (640×24576×512 28.2 / 30.3,
+// 640×16384×512 against 128×128 23.2 / 22.0). The rule against the build before it (an H100,
+// benchmarks/ab_builds.py, three rounds, medians of 20, µs, before / after): 896×32768×512 47.1 /
+// 43.2, 1152×32768×512 54.6 / 51.5, 896×16384×1024 38.8 / 37.5, 1100×32768×1024 88.1 / 83.6,
+// 832×20480×768 39.9 / 37.8, 1152×16384×512 31.6 / 30.4, 896×24576×512 35.3 / 34.5,
+// 1152×32768×1024 87.5 / 83.6, 1152×24576×512 42.8 / 42.9; at 800 rows, whose 256-row blocks pad
+// 224 rows, it lost (800×24576×1024 52.1 / 53.1), hence the bound.
+inline constexpr int kMaxKBlocksFor256RowsAtShortK = 8;
+inline constexpr int kMinRowsFor256RowsAtShortK = 801;
+inline constexpr int kMaxRowsFor256RowsAtShortK = 1152;
+
 inline Fp8Gemm1d2dConfig choose_fp8_1d2d_dense_config(int m, int n, int k, int num_sms) {
   const Fp8Gemm1d2dConfig config = choose_fp8_1d2d_config(m, n, num_sms);
+  const bool short_k_mid_m = m >= kMinRowsFor256RowsAtShortK && m <= kMaxRowsFor256RowsAtShortK &&
+                             (k + 127) / 128 <= kMaxKBlocksFor256RowsAtShortK;
+  if (short_k_mid_m && config.block_m == 128 && config.block_n == 192) {
+    const Fp8Gemm1d2dConfig tall{256, 128, 1};
+    const long tiles = static_cast<long>((m + 255) / 256) * ((n + 127) / 128);
+    if (tiles >= 3L * num_sms && fp8_1d2d_a_multicast_fits(tall, m, n, 1, num_sms)) return tall;
+  }
   if (m > 64 && m <= 128 && config.block_m == 128 && config.block_n > 64) return Fp8Gemm1d2dConfig{128, 64, 1};
   if (m <= 64 || config.block_m != 64 || config.block_n != 64) return config;
   const Fp8Gemm1d2dConfig taller{128, 64, 1};
