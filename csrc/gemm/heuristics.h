@@ -288,34 +288,44 @@ inline constexpr int kMinKBlocksForTallerSplit = 32;
 // 0.994× (128×12288×512, 11.1 / 11.2). At M <= 64 the 64-row tiles stay (64×32768×512: 64×128 15.0,
 // 128×64 15.8).
 //
-// Third, short K at 801-1152 rows: where the wave model takes 128×192 tiles and 256×128 ones with
-// A multicast (fp8_1d2d_a_multicast_fits; the caller sets cluster_n) make at least three waves,
-// the 256-row tiles run, although their last M block pads up to 255 rows. A tile of at most
+// Third, short K (385-1024) at 801-3072 rows: where the wave model takes 128×192 tiles and 256×128
+// ones with A multicast (fp8_1d2d_a_multicast_fits; the caller sets cluster_n) make at least three
+// waves, the 256-row tiles run, although their last M block pads up to 255 rows. A tile of at most
 // kMaxKBlocksFor256RowsAtShortK K blocks spends much of its time outside the mainloop, most likely
 // in its epilogue (not profiled), which the 128×192 tile runs through one staging box and the
 // 256×128 tile through a box per box, overlapped with the next tile (fp8_1d2d/PERF.md "Epilogue";
-// the wave model's efficiencies were fitted at long K). PERF (an H100, benchmarks/sweep_tiles.py, L2 flushed, medians of 15 calls in
-// turns, µs, 128×192 / 256×128 with A multicast / cuBLAS blockwise): K = 512: 896×32768 46.8 /
-// 43.2 / 42.6, 1152×32768 54.5 / 51.6 / 56.0, 896×16384 28.8 / 26.6 / 26.2, 1152×16384 32.1 / 30.0 /
-// 30.5, 896×24576 36.0 / 35.0 / 34.7, 1152×24576 43.3 / 42.7 / 43.6; K = 1024: 896×32768 71.7 /
-// 66.8 / 62.8, 1152×32768 86.6 / 82.9 / 85.5, 896×16384 38.8 / 37.5 / 35.1, 1152×16384 45.2 / 44.4
-// / 44.8. Below three waves of 256×128 tiles it was slower than the pick (1152×7168×512, 280 tiles,
-// 128×128: 19.6 / 21.4), at K = 2048 and more 128×192 stays ahead (1152×7168×2048 38.6 / 45.0,
-// 1152×7168×16384 225.5 / 271.6), and at 576-640 rows it is mixed (640×24576×512 28.2 / 30.3,
-// 640×16384×512 against 128×128 23.2 / 22.0). The rule against the build before it (an H100,
-// benchmarks/ab_builds.py, three rounds, medians of 20, µs, before / after): 896×32768×512 47.1 /
-// 43.2, 1152×32768×512 54.6 / 51.5, 896×16384×1024 38.8 / 37.5, 1100×32768×1024 88.1 / 83.6,
-// 832×20480×768 39.9 / 37.8, 1152×16384×512 31.6 / 30.4, 896×24576×512 35.3 / 34.5,
-// 1152×32768×1024 87.5 / 83.6, 1152×24576×512 42.8 / 42.9; at 800 rows, whose 256-row blocks pad
-// 224 rows, it lost (800×24576×1024 52.1 / 53.1), hence the bound.
+// the wave model's efficiencies were fitted at long K). PERF (an H100, benchmarks/sweep_tiles.py,
+// L2 flushed, medians of 15 calls in turns, µs, 128×192 / 256×128 with A multicast / cuBLAS
+// blockwise): K = 512: 896×32768 46.8 / 43.2 / 42.6, 1152×32768 54.5 / 51.6 / 56.0, 896×16384 28.8
+// / 26.6 / 26.2, 1152×16384 32.1 / 30.0 / 30.5, 896×24576 36.0 / 35.0 / 34.7, 1152×24576 43.3 /
+// 42.7 / 43.6; K = 1024: 896×32768 71.7 / 66.8 / 62.8, 1152×32768 86.6 / 82.9 / 85.5, 896×16384
+// 38.8 / 37.5 / 35.1, 1152×16384 45.2 / 44.4 / 44.8. Below three waves of 256×128 tiles it was
+// slower than the pick (1152×7168×512, 280 tiles, 128×128: 19.6 / 21.4), at K = 2048 and more
+// 128×192 stays ahead (1152×7168×2048 38.6 / 45.0, 1152×7168×16384 225.5 / 271.6), and at 576-640
+// rows it is mixed (640×24576×512 28.2 / 30.3, 640×16384×512 against 128×128 23.2 / 22.0). The rule
+// against the build before it (an H100, benchmarks/ab_builds.py, three rounds, medians of 20, µs,
+// before / after): 896×32768×512 47.1 / 43.2, 1152×32768×512 54.6 / 51.5, 896×16384×1024 38.8 /
+// 37.5, 1100×32768×1024 88.1 / 83.6, 832×20480×768 39.9 / 37.8, 1152×16384×512 31.6 / 30.4,
+// 896×24576×512 35.3 / 34.5, 1152×32768×1024 87.5 / 83.6, 1152×24576×512 42.8 / 42.9; at 800 rows,
+// whose 256-row blocks pad 224 rows, it lost (800×24576×1024 52.1 / 53.1), hence the bound. Above
+// 1152 rows the same sweep (128×192 pick / 256×128 with A multicast / cuBLAS): K = 512: 1280×24576
+// 46.0 / 43.4 / 46.0, 1408×24576 51.6 / 47.4 / 50.0, 1664×24576 58.5 / 55.9 / 56.3, 1792×24576 61.5
+// / 56.3 / 60.7, 1408×32768 67.2 / 60.4 / 64.2, 1664×32768 75.7 / 70.3 / 73.6, 1280×12288 27.5 /
+// 26.3 / 28.6, 1536×12288 30.8 / 30.7 / 30.8, 1664×12288 35.8 / 34.2 / 32.6, 2560×12288 46.3 / 43.5
+// / 46.2, 2048×7168 27.2 / 26.2 / 25.8, 3072×7168 35.0 / 34.6 / 35.7; K = 1024: 1408×32768 107.6 /
+// 99.3 / 98.8, 1664×24576 94.0 / 90.2 / 86.8, 2048×7168 38.0 / 37.2 / 35.4, 1536×12288 43.9 / 44.5
+// / 43.7 (the one loss). Not measured above 3072 rows, where the wave model mostly takes 256×128
+// itself, nor below K = 512.
+inline constexpr int kMinKBlocksFor256RowsAtShortK = 4;
 inline constexpr int kMaxKBlocksFor256RowsAtShortK = 8;
 inline constexpr int kMinRowsFor256RowsAtShortK = 801;
-inline constexpr int kMaxRowsFor256RowsAtShortK = 1152;
+inline constexpr int kMaxRowsFor256RowsAtShortK = 3072;
 
 inline Fp8Gemm1d2dConfig choose_fp8_1d2d_dense_config(int m, int n, int k, int num_sms) {
   const Fp8Gemm1d2dConfig config = choose_fp8_1d2d_config(m, n, num_sms);
+  const int k_blocks = (k + 127) / 128;
   const bool short_k_mid_m = m >= kMinRowsFor256RowsAtShortK && m <= kMaxRowsFor256RowsAtShortK &&
-                             (k + 127) / 128 <= kMaxKBlocksFor256RowsAtShortK;
+                             k_blocks >= kMinKBlocksFor256RowsAtShortK && k_blocks <= kMaxKBlocksFor256RowsAtShortK;
   if (short_k_mid_m && config.block_m == 128 && config.block_n == 192) {
     const Fp8Gemm1d2dConfig tall{256, 128, 1};
     const long tiles = static_cast<long>((m + 255) / 256) * ((n + 127) / 128);
