@@ -290,31 +290,18 @@ inline constexpr int kMinKBlocksForTallerSplit = 32;
 //
 // Third, short K (385-1024) at 801-3072 rows: where the wave model takes 128×192 tiles and 256×128
 // ones with A multicast (fp8_1d2d_a_multicast_fits; the caller sets cluster_n) make at least three
-// waves, the 256-row tiles run, although their last M block pads up to 255 rows. A tile of at most
-// kMaxKBlocksFor256RowsAtShortK K blocks spends much of its time outside the mainloop, most likely
-// in its epilogue (not profiled), which the 128×192 tile runs through one staging box and the
-// 256×128 tile through a box per box, overlapped with the next tile (fp8_1d2d/PERF.md "Epilogue";
-// the wave model's efficiencies were fitted at long K). PERF (an H100, benchmarks/sweep_tiles.py,
-// L2 flushed, medians of 15 calls in turns, µs, 128×192 / 256×128 with A multicast / cuBLAS
-// blockwise): K = 512: 896×32768 46.8 / 43.2 / 42.6, 1152×32768 54.5 / 51.6 / 56.0, 896×16384 28.8
-// / 26.6 / 26.2, 1152×16384 32.1 / 30.0 / 30.5, 896×24576 36.0 / 35.0 / 34.7, 1152×24576 43.3 /
-// 42.7 / 43.6; K = 1024: 896×32768 71.7 / 66.8 / 62.8, 1152×32768 86.6 / 82.9 / 85.5, 896×16384
-// 38.8 / 37.5 / 35.1, 1152×16384 45.2 / 44.4 / 44.8. Below three waves of 256×128 tiles it was
-// slower than the pick (1152×7168×512, 280 tiles, 128×128: 19.6 / 21.4), at K = 2048 and more
-// 128×192 stays ahead (1152×7168×2048 38.6 / 45.0, 1152×7168×16384 225.5 / 271.6), and at 576-640
-// rows it is mixed (640×24576×512 28.2 / 30.3, 640×16384×512 against 128×128 23.2 / 22.0). The rule
-// against the build before it (an H100, benchmarks/ab_builds.py, three rounds, medians of 20, µs,
-// before / after): 896×32768×512 47.1 / 43.2, 1152×32768×512 54.6 / 51.5, 896×16384×1024 38.8 /
-// 37.5, 1100×32768×1024 88.1 / 83.6, 832×20480×768 39.9 / 37.8, 1152×16384×512 31.6 / 30.4,
-// 896×24576×512 35.3 / 34.5, 1152×32768×1024 87.5 / 83.6, 1152×24576×512 42.8 / 42.9; at 800 rows,
-// whose 256-row blocks pad 224 rows, it lost (800×24576×1024 52.1 / 53.1), hence the bound. Above
-// 1152 rows the same sweep (128×192 pick / 256×128 with A multicast / cuBLAS): K = 512: 1280×24576
-// 46.0 / 43.4 / 46.0, 1408×24576 51.6 / 47.4 / 50.0, 1664×24576 58.5 / 55.9 / 56.3, 1792×24576 61.5
-// / 56.3 / 60.7, 1408×32768 67.2 / 60.4 / 64.2, 1664×32768 75.7 / 70.3 / 73.6, 1280×12288 27.5 /
-// 26.3 / 28.6, 1536×12288 30.8 / 30.7 / 30.8, 1664×12288 35.8 / 34.2 / 32.6, 2560×12288 46.3 / 43.5
-// / 46.2, 2048×7168 27.2 / 26.2 / 25.8, 3072×7168 35.0 / 34.6 / 35.7; K = 1024: 1408×32768 107.6 /
-// 99.3 / 98.8, 1664×24576 94.0 / 90.2 / 86.8, 2048×7168 38.0 / 37.2 / 35.4, 1536×12288 43.9 / 44.5
-// / 43.7 (the one loss). Not measured above 3072 rows, where the wave model mostly takes 256×128
+// waves, the 256-row tiles run, although their last M block pads up to 255 rows. The model's
+// efficiencies were fitted at long K; a tile of a few K blocks spends much of its time outside the
+// mainloop, most likely in its epilogue (not profiled), which 128×192 runs through one staging box
+// and 256×128 box by box, overlapped with the next tile. PERF (an H100, benchmarks/sweep_tiles.py
+// and ab_builds.py; every shape in fp8_1d2d/PERF.md "Configurations"): 256×128 was faster on every
+// 832-1152-row shape but one of 16384-32768 columns at K = 512-1024 (µs, before / after:
+// 896×32768×512 47.1 / 43.2, 1152×32768×512 54.6 / 51.5, 1100×32768×1024 88.1 / 83.6; equal:
+// 1152×24576×512 42.8 / 42.9), and on 15 of 16 shapes at 1280-3072 rows (1408×32768×512 67.2 / 60.4;
+// the loss 1536×12288×1024 43.9 / 44.5). It lost at 800 rows, whose 256-row blocks pad 224 rows
+// (800×24576×1024 52.1 / 53.1), below three waves (1152×7168×512, 280 tiles, against the 128×128
+// pick: 19.6 / 21.4), at K = 2048 and more (1152×7168×2048 38.6 / 45.0) and mixed at 576-640 rows
+// (640×24576×512 28.2 / 30.3). Not measured above 3072 rows, where the model mostly takes 256×128
 // itself, nor below K = 512.
 inline constexpr int kMinKBlocksFor256RowsAtShortK = 4;
 inline constexpr int kMaxKBlocksFor256RowsAtShortK = 8;
