@@ -20,6 +20,7 @@ first build (> 1: faster than it).
 
 Cases:
   fp8:MxNxK            fp8_gemm_nt, 1d2d recipe (BF16 D)
+  fp8w:MxNxK           fp8_gemm_nt, 1d1d recipe (the weight gradient's): FP32 D accumulated in place (C = D)
   bf16:MxNxK           bf16_gemm_nt, K-major operands, BF16 D
   fp8cont:GxRxNxK      m_grouped_fp8_gemm_nt_contiguous, G experts of R rows each
   fp8contvar:GxRxNxK   the same with uneven routing: expert g gets round(R·U(0.25, 1.75)) rows (seeded,
@@ -40,7 +41,7 @@ import sys
 import tempfile
 from typing import Callable, Dict, List, Sequence, Tuple
 
-KINDS = {"fp8": 3, "bf16": 3, "fp8cont": 4, "fp8contvar": 4, "fp8masked": 4, "mla": 4}
+KINDS = {"fp8": 3, "fp8w": 3, "bf16": 3, "fp8cont": 4, "fp8contvar": 4, "fp8masked": 4, "mla": 4}
 RESULT_TAG = "AB_BUILDS_RESULT "
 PACKAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "hopperkit")
 
@@ -123,6 +124,20 @@ def _case_call(kind: str, dims: Tuple[int, ...]) -> Tuple[Callable[[], object], 
         d = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
         return (lambda: hopperkit.fp8_gemm_nt((a, sfa), (b, sfb), d),
                 lambda: calc_diff(d, ref_gemm.fp8_gemm_nt(a, sfa, b, sfb, out_dtype=torch.float32)))
+    if kind == "fp8w":
+        m, n, k = dims
+        a, sfa = hopperkit.per_token_cast_to_fp8(randn(m, k).bfloat16())
+        b, sfb = hopperkit.per_token_cast_to_fp8(randn(n, k).bfloat16())
+        c0 = randn(m, n)
+        d = c0.clone()
+
+        def check_w():
+            # The first call's result (from C = c0); the timed calls go on accumulating into D.
+            d.copy_(c0)
+            hopperkit.fp8_gemm_nt((a, sfa), (b, sfb), d, c=d, recipe=(1, 1, 128))
+            return calc_diff(d, ref_gemm.fp8_gemm_nt(a, sfa, b, sfb, c0, recipe=(1, 1, 128), out_dtype=torch.float32))
+
+        return (lambda: hopperkit.fp8_gemm_nt((a, sfa), (b, sfb), d, c=d, recipe=(1, 1, 128))), check_w
     if kind == "bf16":
         m, n, k = dims
         a, b = randn(m, k).bfloat16(), randn(n, k).bfloat16()

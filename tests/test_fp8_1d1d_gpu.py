@@ -10,7 +10,7 @@ wrongly indexed scale shows), quantizes them with ``per_token_cast_to_fp8``, and
 - no NaN in D where D was poisoned (runs without C, C separate from D), C unchanged when separate.
 
 Shapes: DeepGEMM's dense list sampled (M ∈ {1, 7, 64, 128, 4096}), edge sizes (M = 4097, 65; N not a
-multiple of the 128-column tile; K not a multiple of 128), and the k-grouped EP shapes sampled, with
+multiple of the tile width; K not a multiple of 128), and the k-grouped EP shapes sampled, with
 an empty group. The ops' own branches that the Python API does not reach (no C, K = 0, PDL) are
 called directly. Tests that must run the kernel forbid the reference fallback (conftest
 ``forbid_reference``). The whole file takes seconds on an H200.
@@ -79,7 +79,7 @@ def test_dense_accumulate_in_place(cuda, kernel_only, m, n, k):
 
 
 # M = 4097 and 65 (a last M block with 1 row: the second math warpgroup stores a single row), N not a
-# multiple of the 128-column tile (200, 36, 2112 = 16.5 tiles), K not a multiple of 128 (320, 1008).
+# multiple of the 160-column tile (200, 36, 2112 = 13.2 tiles), K not a multiple of 128 (320, 1008).
 EDGE = ((4097, 2112, 1536), (65, 36, 256), (7, 576, 320), (100, 200, 1008), (1, 8, 128), (129, 4100, 512))
 
 
@@ -108,6 +108,38 @@ def test_dense_c_modes_and_edges(cuda, kernel_only, m, n, k, mode):
         assert torch.equal(c, c0), "C was modified (it is only read when it is not D)"
     reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, c0, recipe=RECIPE_1D1D)
     assert_fp8_gemm_close(f"{mode} M={m} N={n} K={k}", d, c0 + unquantized, reference)
+
+
+# Every compiled tile, forced through the tuning knob, whatever the heuristic would pick: M = 65 and
+# 4097 (one row in the last M block), N not a multiple of 128 or of 160 (200, 4100, 2112 = 13.2
+# tiles of 160), K not a multiple of 128. The 64-row tile also runs problems of many M blocks.
+CONFIGS = ((64, 128), (128, 160))
+CONFIG_SHAPES = ((65, 200, 1008), (4097, 2112, 640), (129, 4100, 512), (300, 7168, 256))
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=[f"{bm}x{bn}" for bm, bn in CONFIGS])
+@pytest.mark.parametrize("m,n,k", CONFIG_SHAPES, ids=[f"M{m}-N{n}-K{k}" for m, n, k in CONFIG_SHAPES])
+def test_dense_every_config(cuda, kernel_only, monkeypatch, config, m, n, k):
+    monkeypatch.setenv("HOPPERKIT_FP8_1D1D_CONFIG", ",".join(map(str, config)))
+    a, b, (a_fp8, sfa), (b_fp8, sfb), c0 = _dense_case(cuda, m, n, k, "config", config)
+    for mode in ("c_is_d", "c_separate"):
+        c = c0.clone()
+        d = c if mode == "c_is_d" else poison_(torch.empty_like(c0))
+        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d, c=c, recipe=RECIPE_1D1D)
+        reference = ref_gemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, c0, recipe=RECIPE_1D1D)
+        assert_fp8_gemm_close(f"{config} {mode} M={m} N={n} K={k}", d, c0 + a.float() @ b.float().T, reference)
+
+
+def test_config_knob_refuses_uncompiled(cuda, monkeypatch):
+    _, _, (a_fp8, sfa), (b_fp8, sfb), c0 = _dense_case(cuda, 128, 256, 256, "knob")
+    d = c0.clone()
+    monkeypatch.setenv("HOPPERKIT_FP8_1D1D_CONFIG", "128,128")
+    with pytest.raises(RuntimeError, match="no FP8 1d1d GEMM compiled for BLOCK_M=128 BLOCK_N=128"):
+        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d, c=d, recipe=RECIPE_1D1D)
+    monkeypatch.setenv("HOPPERKIT_FP8_1D1D_CONFIG", "128")
+    with pytest.raises(ValueError, match="HOPPERKIT_FP8_1D1D_CONFIG must be BLOCK_M,BLOCK_N"):
+        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d, c=d, recipe=RECIPE_1D1D)
+    assert torch.equal(d, c0), "a refused call wrote D"
 
 
 def test_dense_row_padded_d_and_c(cuda, kernel_only):
@@ -301,6 +333,13 @@ def test_k_grouped_empty_groups_and_edges(cuda, kernel_only, in_place):
     # Empty groups first, in the middle and last; M and N not multiples of the tile.
     _run_k_grouped(cuda, 300, 200, [0, 384, 0, 128, 1024, 0], in_place)
     _run_k_grouped(cuda, 4097, 2052, [256, 0, 640], in_place)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=[f"{bm}x{bn}" for bm, bn in CONFIGS])
+def test_k_grouped_every_config(cuda, kernel_only, monkeypatch, config):
+    monkeypatch.setenv("HOPPERKIT_FP8_1D1D_CONFIG", ",".join(map(str, config)))
+    _run_k_grouped(cuda, 300, 2112, [384, 0, 128, 640], True, config)
+    _run_k_grouped(cuda, 129, 200, [256, 128], False, config)
 
 
 def test_k_grouped_small_m_and_repeatable(cuda, kernel_only):

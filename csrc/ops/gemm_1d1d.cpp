@@ -1,7 +1,9 @@
 // FP8 GEMM ops with the 1d1d recipe (1×128 scales on A and B, FP32 D = C + A·Bᵀ): the dense weight
 // gradient (`fp8_gemm_nt` with recipe (1, 1, 128)) and the k-grouped MoE weight gradient.
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
+#include <vector>
 
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -18,6 +20,19 @@ namespace {
 constexpr int64_t kBlockK = 128;
 
 int64_t align4(int64_t x) { return (x + 3) / 4 * 4; }
+
+// The tile configuration: the heuristic's, or the one the tuning knob HOPPERKIT_FP8_1D1D_CONFIG=
+// BLOCK_M,BLOCK_N names (read per call; for benchmarks; dispatch refuses one that is not compiled).
+gemm::Fp8Gemm1d1dConfig choose_config(int64_t m) {
+  gemm::Fp8Gemm1d1dConfig config = gemm::choose_fp8_1d1d_config(static_cast<int>(m));
+  if (const char* forced = std::getenv("HOPPERKIT_FP8_1D1D_CONFIG")) {
+    std::vector<int> v;
+    HK_CHECK_VALUE(parse_int_list(forced, v) && v.size() == 2,
+                   "HOPPERKIT_FP8_1D1D_CONFIG must be BLOCK_M,BLOCK_N, got '", forced, "'");
+    config = {v[0], v[1]};
+  }
+  return config;
+}
 
 // Scales [rows, kb] MN-major and TMA-aligned: element (r, k) at k·align(rows, 4) + r.
 void check_mn_major_scales(const at::Tensor& sf, const char* name, int64_t rows, int64_t kb, const at::Tensor& a) {
@@ -103,7 +118,7 @@ void fp8_gemm_nt_1d1d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
   check_sm90(a);
   if (c.has_value() && !in_place) d.copy_(*c);
 
-  const gemm::Fp8Gemm1d1dConfig config = gemm::choose_fp8_1d1d_config(static_cast<int>(m));
+  const gemm::Fp8Gemm1d1dConfig config = choose_config(m);
   gemm::Fp8Gemm1d1dParams p;
   p.tma_a = fp8_k_major_map(a.data_ptr(), m, k, tma_row_stride(a), config.block_m);
   p.tma_b = fp8_k_major_map(b.data_ptr(), n, k, tma_row_stride(b), config.block_n);
@@ -155,7 +170,7 @@ void k_grouped_fp8_gemm_nt_contiguous_1d1d(const at::Tensor& a, const at::Tensor
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   if (c.has_value() && !in_place) d.copy_(*c);
 
-  const gemm::Fp8Gemm1d1dConfig config = gemm::choose_fp8_1d1d_config(static_cast<int>(m));
+  const gemm::Fp8Gemm1d1dConfig config = choose_config(m);
   // The group sizes are read on the device (ks_tensor), so nothing below depends on their values on
   // the host and the call can be captured in a CUDA graph: the group-maps kernel writes each group's
   // A and B maps and the K-block prefix into one device table, which the GEMM reads. Σks (the host

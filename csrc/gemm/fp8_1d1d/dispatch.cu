@@ -12,7 +12,7 @@ void run_fp8_gemm_1d1d(const Fp8Gemm1d1dParams& params, Fp8Gemm1d1dConfig config
 #define HK_FP8_1D1D_CONFIG(BM, BN) \
   if (config.block_m == BM && config.block_n == BN) return launch_fp8_gemm_1d1d<BM, BN>(params, num_sms, pdl, stream);
   HK_FP8_1D1D_CONFIG(64, 128)
-  HK_FP8_1D1D_CONFIG(128, 128)
+  HK_FP8_1D1D_CONFIG(128, 160)
 #undef HK_FP8_1D1D_CONFIG
   HK_CHECK(false, "no FP8 1d1d GEMM compiled for BLOCK_M=", config.block_m, " BLOCK_N=", config.block_n);
 }
