@@ -59,6 +59,7 @@ WORK_CAP = float("inf")
 FP8_DENSE_CONFIGS = ("64,64,1", "64,128,1", "128,64,1", "128,64,2", "128,128,1", "128,128,2", "128,128,1,1",
                      "128,128,2,1", "128,192,1", "128,192,2", "192,64,1", "192,64,2", "256,128,1", "256,128,2",
                      "256,128,1,1", "256,128,2,1")
+FP8_1D1D_CONFIGS = ("64,128", "128,160")
 FP8_CONTIGUOUS_CONFIGS = ("64,64,1", "64,128,1", "128,64,1", "128,128,1", "128,192,1", "256,128,1")
 FP8_MASKED_CONFIGS = ("64,64,1,0", "64,128,1,0", "128,64,1,0", "128,128,1,0", "128,128,1,1", "256,128,1,0",
                       "256,128,1,1")
@@ -258,6 +259,7 @@ def case_fp8_dense(rnd: random.Random, gen: torch.Generator, name: str) -> str:
 def case_fp8_1d1d(rnd: random.Random, gen: torch.Generator, name: str) -> str:
     knobs = Knobs()
     m, n, k = cap_work(draw_m(rnd), draw_n(rnd, 4), draw_k(rnd, 16), draw_common_knobs(rnd, knobs))
+    draw_env(rnd, knobs, ((0.3, "HOPPERKIT_FP8_1D1D_CONFIG", FP8_1D1D_CONFIGS),))
     a = block_scaled_randn(gen, m, k)
     b = block_scaled_randn(gen, n, k)
     a_fp8, sfa = hopperkit.per_token_cast_to_fp8(a)
@@ -484,6 +486,7 @@ def case_fp8_k_grouped(rnd: random.Random, gen: torch.Generator, name: str) -> s
     m, n = rnd.choice((8, 64, 100, 256, 384, 1024)), rnd.choice((4, 96, 256, 512, 1032, 2048, 7168))
     knobs = Knobs()
     draw_common_knobs(rnd, knobs)
+    draw_env(rnd, knobs, ((0.3, "HOPPERKIT_FP8_1D1D_CONFIG", FP8_1D1D_CONFIGS),))
     a_parts = [block_scaled_randn(gen, m, kg) for kg in ks]
     b_parts = [block_scaled_randn(gen, n, kg) for kg in ks]
     qa = [hopperkit.per_token_cast_to_fp8(p) for p in a_parts]

@@ -11,6 +11,7 @@ inline constexpr const char* kGemmTuningKnobs[] = {
     "HOPPERKIT_FP8_GEMM_CONFIG",      "HOPPERKIT_FP8_GEMM_SPLITS",  "HOPPERKIT_FP8_GEMM_SPLIT_FIXUP",
     "HOPPERKIT_FP8_GEMM_A_MULTICAST", "HOPPERKIT_BF16_GEMM_CONFIG", "HOPPERKIT_BF16_GEMM_SPLITS",
     "HOPPERKIT_BF16_GEMM_SPLIT_FIXUP", "HOPPERKIT_BF16_GEMM_SWAP_AB", "HOPPERKIT_GEMM_B_HINT",
+    "HOPPERKIT_FP8_1D1D_CONFIG",
 };
 
 // The heuristics pick only configurations that the launchers accept, so a launcher that refuses

@@ -1,5 +1,6 @@
 // Maps a runtime tile configuration onto the compiled instantiations.
 #include "common/host_checks.h"
+#include "common/tuning_knobs.h"
 #include "gemm/fp8_1d1d/params.h"
 
 namespace hopperkit::gemm {
@@ -14,7 +15,8 @@ void run_fp8_gemm_1d1d(const Fp8Gemm1d1dParams& params, Fp8Gemm1d1dConfig config
   HK_FP8_1D1D_CONFIG(64, 128)
   HK_FP8_1D1D_CONFIG(128, 160)
 #undef HK_FP8_1D1D_CONFIG
-  HK_CHECK(false, "no FP8 1d1d GEMM compiled for BLOCK_M=", config.block_m, " BLOCK_N=", config.block_n);
+  HK_CHECK(false, "no FP8 1d1d GEMM compiled for BLOCK_M=", config.block_m, " BLOCK_N=", config.block_n,
+           tuning_knobs_note());
 }
 
 }  // namespace hopperkit::gemm
