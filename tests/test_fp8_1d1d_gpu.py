@@ -131,15 +131,20 @@ def test_dense_every_config(cuda, kernel_only, monkeypatch, config, m, n, k):
 
 
 def test_config_knob_refuses_uncompiled(cuda, monkeypatch):
+    """A forced tile without an instantiation, or a malformed knob, is a ValueError before the op writes
+    anything: D stays as it was, also where a separate C would have been copied into it first."""
     _, _, (a_fp8, sfa), (b_fp8, sfb), c0 = _dense_case(cuda, 128, 256, 256, "knob")
-    d = c0.clone()
-    monkeypatch.setenv("HOPPERKIT_FP8_1D1D_CONFIG", "128,128")
-    with pytest.raises(RuntimeError, match="no FP8 1d1d GEMM compiled for BLOCK_M=128 BLOCK_N=128"):
-        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d, c=d, recipe=RECIPE_1D1D)
-    monkeypatch.setenv("HOPPERKIT_FP8_1D1D_CONFIG", "128")
-    with pytest.raises(ValueError, match="HOPPERKIT_FP8_1D1D_CONFIG must be BLOCK_M,BLOCK_N"):
-        hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d, c=d, recipe=RECIPE_1D1D)
-    assert torch.equal(d, c0), "a refused call wrote D"
+    for value, message in (("128,128", "no FP8 1d1d GEMM compiled for BLOCK_M=128 BLOCK_N=128"),
+                           ("128", "HOPPERKIT_FP8_1D1D_CONFIG must be BLOCK_M,BLOCK_N")):
+        monkeypatch.setenv("HOPPERKIT_FP8_1D1D_CONFIG", value)
+        d = c0.clone()
+        with pytest.raises(ValueError, match=message):
+            hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d, c=d, recipe=RECIPE_1D1D)
+        assert torch.equal(d, c0), f"{value}: a refused call wrote D (C = D)"
+        d = poison_(torch.empty_like(c0))
+        with pytest.raises(ValueError, match=message):
+            hopperkit.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d, c=c0, recipe=RECIPE_1D1D)
+        assert torch.isnan(d).all(), f"{value}: a refused call wrote D (C separate)"
 
 
 def test_dense_row_padded_d_and_c(cuda, kernel_only):

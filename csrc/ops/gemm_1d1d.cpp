@@ -22,7 +22,8 @@ constexpr int64_t kBlockK = 128;
 int64_t align4(int64_t x) { return (x + 3) / 4 * 4; }
 
 // The tile configuration: the heuristic's, or the one the tuning knob HOPPERKIT_FP8_1D1D_CONFIG=
-// BLOCK_M,BLOCK_N names (read per call; for benchmarks; dispatch refuses one that is not compiled).
+// BLOCK_M,BLOCK_N names (read per call; for benchmarks). Chosen before the op writes anything, so
+// that a forced tile without an instantiation is refused with D untouched.
 gemm::Fp8Gemm1d1dConfig choose_config(int64_t m) {
   gemm::Fp8Gemm1d1dConfig config = gemm::choose_fp8_1d1d_config(static_cast<int>(m));
   if (const char* forced = std::getenv("HOPPERKIT_FP8_1D1D_CONFIG")) {
@@ -30,6 +31,8 @@ gemm::Fp8Gemm1d1dConfig choose_config(int64_t m) {
     HK_CHECK_VALUE(parse_int_list(forced, v) && v.size() == 2,
                    "HOPPERKIT_FP8_1D1D_CONFIG must be BLOCK_M,BLOCK_N, got '", forced, "'");
     config = {v[0], v[1]};
+    HK_CHECK_VALUE(gemm::fp8_1d1d_compiled(config), "no FP8 1d1d GEMM compiled for BLOCK_M=", v[0], " BLOCK_N=", v[1],
+                   " (HOPPERKIT_FP8_1D1D_CONFIG=", forced, ")");
   }
   return config;
 }
@@ -116,9 +119,9 @@ void fp8_gemm_nt_1d1d(const at::Tensor& a, const at::Tensor& sfa, const at::Tens
     return;
   }
   check_sm90(a);
+  const gemm::Fp8Gemm1d1dConfig config = choose_config(m);
   if (c.has_value() && !in_place) d.copy_(*c);
 
-  const gemm::Fp8Gemm1d1dConfig config = choose_config(m);
   gemm::Fp8Gemm1d1dParams p;
   p.tma_a = fp8_k_major_map(a.data_ptr(), m, k, tma_row_stride(a), config.block_m);
   p.tma_b = fp8_k_major_map(b.data_ptr(), n, k, tma_row_stride(b), config.block_n);
@@ -168,9 +171,9 @@ void k_grouped_fp8_gemm_nt_contiguous_1d1d(const at::Tensor& a, const at::Tensor
   if (sum_k == 0) return store_empty_k_grouped(d, c, in_place);
   check_sm90(a);
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  const gemm::Fp8Gemm1d1dConfig config = choose_config(m);
   if (c.has_value() && !in_place) d.copy_(*c);
 
-  const gemm::Fp8Gemm1d1dConfig config = choose_config(m);
   // The group sizes are read on the device (ks_tensor), so nothing below depends on their values on
   // the host and the call can be captured in a CUDA graph: the group-maps kernel writes each group's
   // A and B maps and the K-block prefix into one device table, which the GEMM reads. Σks (the host

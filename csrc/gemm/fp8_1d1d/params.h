@@ -68,6 +68,9 @@ inline Fp8Gemm1d1dConfig choose_fp8_1d1d_config(int m) {
   return {128, 160};
 }
 
+// Whether `config` has an instantiation (a tile forced by the tuning knob may not).
+bool fp8_1d1d_compiled(Fp8Gemm1d1dConfig config);
+
 void run_fp8_gemm_1d1d(const Fp8Gemm1d1dParams& params, Fp8Gemm1d1dConfig config, int num_sms, bool pdl,
                        cudaStream_t stream);
 
