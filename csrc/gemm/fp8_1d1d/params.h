@@ -53,16 +53,9 @@ struct Fp8Gemm1d1dConfig {
 };
 
 // 64-row tiles when one problem has at most 64 rows (half of a 128-row tile would be padding), else
-// 128 × 160. PERF (an H100, `ab_builds.py`, three rounds, µs, 128×128 / 128×160 forced, C = D):
-// 4096×7168×2048 177.1 / 162.4, 4096×4096×7168 308.1 / 267.7, 2112×7168×4096 183.5 / 154.3,
-// 7168×2112×4096 184.6 / 149.9, 4096×7168×7168 511.1 / 419.3, 8192×4096×4096 345.9 / 305.1,
-// 128×7168×4096 29.2 / 27.8, 256×2112×7168 43.6 / 39.2, 4096×576×7168 84.5 / 43.5 (two rounds of
-// 128 columns against one of 160), 4096×2048×4096 103.2 / 102.2, and where 160 columns pad N more:
-// 4096×256×4096 29.3 / 27.2, 4096×128×4096 28.8 / 26.2, 4096×64×4096 28.4 / 26.1. The 160-column tile
-// was faster on every shape measured, also with as many tiles and rounds as the 128-column one and
-// more padding, so the 128×128 tile is no longer compiled. Why it is faster per column is not
-// profiled (ncu, 4096×256×4096: 43,540 cycles against 47,022, 0.41 warps issued per cycle against
-// 0.32; README.md "Configurations").
+// 128 × 160, which was faster than 128 × 128 on every shape measured, also where 160 columns pad N
+// more (the forced-tile measurements, and the variants not kept: README.md "Configurations" and
+// "Performance and what is not done").
 inline Fp8Gemm1d1dConfig choose_fp8_1d1d_config(int m) {
   if (m <= 64) return {64, 128};
   return {128, 160};

@@ -36,8 +36,8 @@ struct Fp8Gemm1d1dTraits {
   // accumulator and the promoted FP32 totals (BLOCK_N/2 each) plus the BLOCK_N/4 B scales of the K
   // block: 200 live floats at BLOCK_N = 160 (ptxas places the products so that no register spills;
   // at 192 columns it spills 300 bytes, and reading the scales after the wgmma wait to fit 192 costs
-  // more than the width gains: README.md "Performance"). At 256 threads (one math warpgroup) the entry count,
-  // 256, is above kMathRegisters and the math .inc draws nothing.
+  // more than the width gains: README.md "Performance"). At 256 threads (one math warpgroup) the
+  // entry count, 256, is above kMathRegisters and the math .inc draws nothing.
   using Registers = RegisterSplit<kMathThreads, 40, kMathWarpgroups == 2 ? 232 : 240>;
   static constexpr int kProducerRegisters = Registers::kProducer;
   static constexpr int kMathRegisters = Registers::kMath;
