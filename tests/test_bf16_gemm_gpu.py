@@ -11,7 +11,8 @@ operands (TMA-aligned ones run the kernel, unaligned ones the reference); awkwar
 multiple of 64, N a multiple of 8 below a tile, odd N into a padded D). The op's own branches that
 the Python API does not reach (K = 0, PDL) are called directly. Overlapping C and D are refused.
 Grouped: NaN in A's padding rows must reach no valid row and D's padding rows must be exactly 0;
-masked counts of 0 and below 64; a CUDA graph of the masked GEMM replayed with new masked_m.
+masked counts of 0 and below 64; a CUDA graph of the masked GEMM replayed with new masked_m; every
+compiled tile of each grouped layout forced.
 
 Cases meant to run the kernel forbid the reference fallback (conftest ``forbid_reference``): a
 silent fallback would compare the reference with itself and pass. Runs in seconds on an H200 (the
@@ -110,14 +111,17 @@ def test_every_instantiation(block_m, block_n, major_a, major_b, monkeypatch, fo
     _run_dense(200, 264, 200, major_a, major_b, out=torch.float32, c_mode="c", key=("tile", block_m, block_n))
 
 
+NARROW_TILE = (64, 64)
+
+
 def test_narrow_tile(monkeypatch, forbid_reference):
     """The 64×64 tile (compiled for K-major A and B, the decode-sized M of the normal layout), forced,
     on the ragged shape of test_every_instantiation, both output paths."""
-    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", "64,64")
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", ",".join(map(str, NARROW_TILE)))
     forbid_reference("bf16_gemm_nt")
-    _run_dense(200, 264, 200, key=("tile", 64, 64))
-    _run_dense(200, 264, 200, out=torch.float32, c_mode="c", key=("tile", 64, 64))
-    _run_dense(7, 2112, 7168, key=("tile", 64, 64))
+    _run_dense(200, 264, 200, key=("tile", *NARROW_TILE))
+    _run_dense(200, 264, 200, out=torch.float32, c_mode="c", key=("tile", *NARROW_TILE))
+    _run_dense(7, 2112, 7168, key=("tile", *NARROW_TILE))
 
 
 # (M, N, K, forced tile, forced splits): the M block where M ends loads only its rows of A (a box of
@@ -691,6 +695,23 @@ def test_contiguous(g, expected, n, k, forbid_reference):
     _check("valid rows", d[~pad], ref[~pad])
 
 
+CONTIGUOUS_TILES = TILES + ODD_WIDTHS + (NARROW_TILE,)
+
+
+@pytest.mark.parametrize("block_m,block_n", CONTIGUOUS_TILES, ids=[f"{m}x{n}" for m, n in CONTIGUOUS_TILES])
+def test_contiguous_every_tile(block_m, block_n, monkeypatch, forbid_reference):
+    """Every tile that the contiguous layout's kernels are compiled with (those of the normal layout's
+    K-major operands), forced: the heuristic picks only the four of every majorness, the knob takes
+    any. Segments of 130-390 rows padded to 128 (NaN in the padding rows of A), an empty expert and one
+    of 37 rows, N ragged against every tile width."""
+    forbid_reference("m_grouped_bf16_gemm_nt_contiguous")
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", f"{block_m},{block_n}")
+    d, a, b, m_indices, pad = _contiguous_case(5, 300, 264, 320)
+    assert torch.equal(d[pad], torch.zeros_like(d[pad])), "padding rows of D must be 0"
+    ref = ref_gemm.m_grouped_bf16_gemm_nt_contiguous(a, b, m_indices)
+    _check(f"valid rows, {block_m}x{block_n}", d[~pad], ref[~pad])
+
+
 def _masked_case(g, m_max, n, k, counts, seed=0):
     gen = seeded_generator("cuda", "masked", g, m_max, n, k, seed)
     a = _randn(gen, g, m_max, k)
@@ -861,6 +882,16 @@ K_GROUPED = ((4, 7168, 2048, [4096, 3968, 4352, 3840]), (8, 4096, 7168, [2048, 1
 def test_k_grouped_shapes(forbid_reference, g, m, n, ks):
     forbid_reference("k_grouped_bf16_gemm_tn_contiguous")
     _run_k_grouped(m, n, ks, "alias")
+
+
+@pytest.mark.parametrize("c_mode", ["alias", "separate", "none"])
+@pytest.mark.parametrize("block_m,block_n", TILES, ids=[f"{m}x{n}" for m, n in TILES])
+def test_k_grouped_every_tile(block_m, block_n, c_mode, monkeypatch, forbid_reference):
+    """Every compiled k-grouped tile, forced (the heuristic's pick depends on M and N only): an empty
+    group, M and N ragged against every tile, K per group a multiple of 128 but not of 256."""
+    forbid_reference("k_grouped_bf16_gemm_tn_contiguous")
+    monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", f"{block_m},{block_n}")
+    _run_k_grouped(200, 264, [384, 0, 128, 640], c_mode, block_m, block_n)
 
 
 @pytest.mark.parametrize("c_mode", ["alias", "separate", "none"])

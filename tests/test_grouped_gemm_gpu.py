@@ -119,8 +119,10 @@ def few_sms():
     hopperkit.set_num_sms(None)
 
 
-@pytest.mark.parametrize("n,k,a_multicast", [(576, 448, "off"), (4096, 1408, "off"), (768, 448, "on"),
-                                             (4096, 1408, "on")])
+HALVES_CASES = ((576, 448, "off"), (4096, 1408, "off"), (768, 448, "on"), (4096, 1408, "on"))
+
+
+@pytest.mark.parametrize("n,k,a_multicast", HALVES_CASES)
 def test_contiguous_256_row_tiles_with_an_expert_per_half(monkeypatch, request, n, k, a_multicast):
     """256-row tiles on the contiguous layout (fp8_1d2d/traits.h kHalves): each 128-row half is
     multiplied with its own expert, a block of two experts in two passes over K. NaN in the padding

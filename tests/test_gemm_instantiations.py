@@ -1,0 +1,73 @@
+"""The GEMM instantiations the build has against the configurations the GPU tests force.
+
+Every compiled instantiation must be forced by a GPU test (the heuristics reach only some of them
+on the test shapes, and the tuning knobs reach all), and every configuration a GPU test forces must
+be compiled. The build's list comes from the dispatch tables that launch the kernels
+(``torch.ops.hopperkit._gemm_instantiations``, ``csrc/gemm/instantiations.h``): host code, so this
+runs on the CPU, and CI flags a new instantiation without a test, or a test list naming a removed
+one, before any GPU run.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from hopperkit import _ops
+
+import test_bf16_gemm_gpu as bf16_tests
+import test_fp8_1d1d_gpu as fp8_1d1d_tests
+import test_fp8_gemm_gpu as fp8_tests
+import test_grouped_gemm_gpu as grouped_tests
+
+pytestmark = pytest.mark.skipif(not _ops.EXTENSION_LOADED, reason="needs hopperkit._C (the build's dispatch tables)")
+
+
+def compiled(family: str) -> set[tuple]:
+    """The build's instantiations of ``family`` as tuples of their fields' values, in field order."""
+    out = set()
+    for line in torch.ops.hopperkit._gemm_instantiations(family):
+        fields = dict(kv.split("=", 1) for kv in line.split())
+        out.add(tuple(int(v) if v.isdigit() else v for v in fields.values()))
+    return out
+
+
+def knob_ints(config: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in config.split(","))
+
+
+def assert_same(family: str, built: set[tuple], forced: set[tuple]) -> None:
+    untested, missing = sorted(built - forced), sorted(forced - built)
+    assert not untested and not missing, (
+        f"{family}: compiled but forced by no GPU test: {untested}; forced by a GPU test but not compiled: {missing}")
+
+
+def test_fp8_1d2d():
+    # (kind, BLOCK_M, BLOCK_N, cluster_m, cluster_n, one-box staging)
+    forced = {("dense", bm, bn, cm, 1, ow) for bm, bn, cm, ow in fp8_tests.CONFIGS_1D2D}
+    forced |= {("dense", *knob_ints(config)[:2], 1, 2, 0) for config, *_ in fp8_tests.A_MULTICAST_CASES}
+    forced |= {("masked", bm, bn, 1, 1, ow)
+               for bm, bn, cm, ow in map(knob_ints, grouped_tests.MASKED_CONFIGS)}
+    forced |= {("halves", 256, 128, 1, 2 if a_multicast == "on" else 1, 0)
+               for _, _, a_multicast in grouped_tests.HALVES_CASES}
+    assert_same("fp8_1d2d", compiled("fp8_1d2d"), forced)
+
+
+def test_fp8_1d1d():
+    assert_same("fp8_1d1d", compiled("fp8_1d1d"), set(fp8_1d1d_tests.CONFIGS))
+
+
+def test_bf16():
+    # (variant, major of A, major of B, BLOCK_M, BLOCK_N)
+    forced = {("general", a, b, bm, bn) for bm, bn in bf16_tests.TILES for a, b in bf16_tests.MAJORS}
+    forced |= {("general", "k", "k", bm, bn) for bm, bn in bf16_tests.ODD_WIDTHS + (bf16_tests.NARROW_TILE,)}
+    forced |= {("masked", "k", "k", bm, bn) for bm, bn in bf16_tests.TILES}  # test_masked_large_m_max_few_rows
+    forced |= {("k_grouped", "mn", "mn", bm, bn) for bm, bn in bf16_tests.TILES}  # test_k_grouped_every_tile
+    forced |= {("split_k", "k", "k", *knob_ints(case[3])) for case in bf16_tests.SPLIT_K_CASES}
+    forced |= {("swap_ab", "k", "k", 64, tokens) for tokens, *_ in bf16_tests.SWAP_AB_FORCED_CASES}
+    assert_same("bf16", compiled("bf16"), forced)
+
+
+def test_unknown_family_is_refused():
+    with pytest.raises(ValueError, match="family must be fp8_1d2d, fp8_1d1d or bf16"):
+        torch.ops.hopperkit._gemm_instantiations("fp8")
