@@ -44,13 +44,17 @@ def assert_same(family: str, built: set[tuple], forced: set[tuple]) -> None:
 
 def test_fp8_1d2d():
     # (kind, BLOCK_M, BLOCK_N, cluster_m, cluster_n, one-box staging)
+    built = compiled("fp8_1d2d")
     forced = {("dense", bm, bn, cm, 1, ow) for bm, bn, cm, ow in fp8_tests.CONFIGS_1D2D}
     forced |= {("dense", *knob_ints(config)[:2], 1, 2, 0) for config, *_ in fp8_tests.A_MULTICAST_CASES}
-    forced |= {("masked", bm, bn, 1, 1, ow)
-               for bm, bn, cm, ow in map(knob_ints, grouped_tests.MASKED_CONFIGS)}
+    forced |= {("masked", bm, bn, 1, 1, ow) for bm, bn, _, ow in map(knob_ints, grouped_tests.MASKED_CONFIGS)}
     forced |= {("halves", 256, 128, 1, 2 if a_multicast == "on" else 1, 0)
                for _, _, a_multicast in grouped_tests.HALVES_CASES}
-    assert_same("fp8_1d2d", compiled("fp8_1d2d"), forced)
+    assert_same("fp8_1d2d", built, forced)
+    # The contiguous layout also runs the dense tiles of at most 128 rows without multicast.
+    assert_same("fp8_1d2d on the contiguous layout",
+                {i for i in built if i[0] == "dense" and i[1] <= 128 and i[3:5] == (1, 1)},
+                {("dense", bm, bn, cm, 1, ow) for bm, bn, cm, ow in map(knob_ints, grouped_tests.CONTIGUOUS_CONFIGS)})
 
 
 def test_fp8_1d1d():
@@ -59,13 +63,17 @@ def test_fp8_1d1d():
 
 def test_bf16():
     # (variant, major of A, major of B, BLOCK_M, BLOCK_N)
+    built = compiled("bf16")
     forced = {("general", a, b, bm, bn) for bm, bn in bf16_tests.TILES for a, b in bf16_tests.MAJORS}
     forced |= {("general", "k", "k", bm, bn) for bm, bn in bf16_tests.ODD_WIDTHS + (bf16_tests.NARROW_TILE,)}
     forced |= {("masked", "k", "k", bm, bn) for bm, bn in bf16_tests.TILES}  # test_masked_large_m_max_few_rows
     forced |= {("k_grouped", "mn", "mn", bm, bn) for bm, bn in bf16_tests.TILES}  # test_k_grouped_every_tile
     forced |= {("split_k", "k", "k", *knob_ints(case[3])) for case in bf16_tests.SPLIT_K_CASES}
     forced |= {("swap_ab", "k", "k", 64, tokens) for tokens, *_ in bf16_tests.SWAP_AB_FORCED_CASES}
-    assert_same("bf16", compiled("bf16"), forced)
+    assert_same("bf16", built, forced)
+    # The contiguous layout runs the normal layout's instantiations of K-major A and B.
+    assert_same("bf16 on the contiguous layout", {i for i in built if i[:3] == ("general", "k", "k")},
+                {("general", "k", "k", bm, bn) for bm, bn in bf16_tests.CONTIGUOUS_TILES})
 
 
 def test_unknown_family_is_refused():

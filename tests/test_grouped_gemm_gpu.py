@@ -90,15 +90,26 @@ def test_contiguous_psum_layout_and_odd_k():
         _check_rows(f"expert {e}", d[r], a[r], a_fp8[r], sfa[r], b[e], b_fp8[e], sfb[e])
 
 
-def test_contiguous_forced_tiles(monkeypatch):
-    # The 192-wide tile the heuristic picks for large MoE shapes, on a small ragged case; 192-row
-    # tiles could mix experts (segments are aligned to 128 rows only) and are refused before launch.
-    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", "128,192,1")
+# The dense instantiations the contiguous layout runs (BLOCK_M ≤ 128, no B multicast; the 256-row
+# tiles are its own, below), with either staging variant where both are compiled.
+CONTIGUOUS_CONFIGS = ("64,64,1,0", "64,128,1,0", "128,64,1,0", "128,128,1,0", "128,128,1,1", "128,192,1,0")
+
+
+@pytest.mark.parametrize("config", CONTIGUOUS_CONFIGS)
+def test_contiguous_every_tile(monkeypatch, config):
+    """Each tile forced on a small ragged case: N = 2112 (192-wide tiles that start mid scale block),
+    an empty expert and one of fewer rows than a tile, K = 320 (a last K block of 64)."""
+    monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", config)
     d, a, a_fp8, sfa, b, b_fp8, sfb, starts, counts, pad = _contiguous_case(5, 300, 2112, 320, psum=False)
     assert torch.equal(d[pad], torch.zeros_like(d[pad]))
     for e, (s, c) in enumerate(zip(starts, counts)):
         r = slice(s, s + c)
-        _check_rows(f"expert {e}", d[r], a[r], a_fp8[r], sfa[r], b[e], b_fp8[e], sfb[e])
+        _check_rows(f"{config}: expert {e}", d[r], a[r], a_fp8[r], sfa[r], b[e], b_fp8[e], sfb[e])
+
+
+def test_contiguous_refuses_tiles_that_could_mix_experts(monkeypatch):
+    # 192-row tiles could mix experts (segments are aligned to 128 rows only), and B multicast pairs
+    # two M blocks: refused before launch.
     for config in ("192,64,1", "256,128,2", "256,64,1"):
         monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", config)
         with pytest.raises(ValueError, match="BLOCK_M <= 128"):
