@@ -17,4 +17,9 @@ std::vector<std::string> fp8_1d1d_instantiations();
 // "variant=general|masked|k_grouped|split_k|swap_ab major_a=k|mn major_b=k|mn block_m= block_n=".
 std::vector<std::string> bf16_instantiations();
 
+// Ends the error that refuses a configuration no instantiation runs (one a tuning knob forced).
+inline std::string instantiations_hint(const char* family) {
+  return std::string("; torch.ops.hopperkit._gemm_instantiations(\"") + family + "\") lists the compiled ones";
+}
+
 }  // namespace hopperkit::gemm

@@ -12,6 +12,7 @@
 
 #include "common/tma.h"
 #include "gemm/fp8_1d1d/params.h"
+#include "gemm/instantiations.h"
 #include "ops/checks.h"
 
 namespace hopperkit::ops {
@@ -32,7 +33,7 @@ gemm::Fp8Gemm1d1dConfig choose_config(int64_t m) {
                    "HOPPERKIT_FP8_1D1D_CONFIG must be BLOCK_M,BLOCK_N, got '", forced, "'");
     config = {v[0], v[1]};
     HK_CHECK_VALUE(gemm::fp8_1d1d_compiled(config), "no FP8 1d1d GEMM compiled for BLOCK_M=", v[0], " BLOCK_N=", v[1],
-                   " (HOPPERKIT_FP8_1D1D_CONFIG=", forced, ")");
+                   " (HOPPERKIT_FP8_1D1D_CONFIG=", forced, ")", gemm::instantiations_hint("fp8_1d1d"));
   }
   return config;
 }

@@ -13,6 +13,7 @@
 #include "common/tuning_knobs.h"
 #include "gemm/bf16/params.h"
 #include "gemm/heuristics.h"
+#include "gemm/instantiations.h"
 #include "gemm/tile_store.h"
 #include "ops/checks.h"
 
@@ -98,7 +99,7 @@ void check_bf16_compiled(const gemm::Bf16GemmParams& p, const gemm::Bf16GemmConf
   HK_CHECK_VALUE(gemm::bf16_gemm_compiled(p, config), "no BF16 GEMM is compiled for BLOCK_M=", config.block_m,
                  " BLOCK_N=", config.block_n, " with this call's operand majorness and layout",
                  config.k_splits > 1 ? ", split-K into " + std::to_string(config.k_splits) : std::string(),
-                 tuning_knobs_note());
+                 tuning_knobs_note(), gemm::instantiations_hint("bf16"));
 }
 
 void check_common(const at::Tensor& a, int64_t num_sms) {

@@ -33,7 +33,7 @@ void run_fp8_gemm_1d1d(const Fp8Gemm1d1dParams& params, Fp8Gemm1d1dConfig config
   HK_FP8_1D1D_CONFIGS(HK_FP8_1D1D_LAUNCH)
 #undef HK_FP8_1D1D_LAUNCH
   HK_CHECK(false, "no FP8 1d1d GEMM compiled for BLOCK_M=", config.block_m, " BLOCK_N=", config.block_n,
-           tuning_knobs_note());
+           tuning_knobs_note(), instantiations_hint("fp8_1d1d"));
 }
 
 }  // namespace hopperkit::gemm

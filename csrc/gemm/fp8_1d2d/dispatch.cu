@@ -78,13 +78,13 @@ void run_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params, Fp8Gemm1d2dConfig config
   if (params.layout == GemmLayout::kMGroupedContiguous && config.block_m == 256) {
     HK_CHECK(config.block_n == 128 && config.cluster_m == 1 && !config.one_box_staging,
              "the contiguous layout's 256-row tiles are compiled as 256x128 without B multicast, a store box per box",
-             tuning_knobs_note());
+             tuning_knobs_note(), instantiations_hint("fp8_1d2d"));
 #define HK_FP8_1D2D_HALVES_LAUNCH(CN) \
   if (config.cluster_n == CN) return launch_fp8_gemm_1d2d<256, 128, 1, false, false, CN, true>(params, num_sms, pdl, stream);
     HK_FP8_1D2D_HALVES_CONFIGS(HK_FP8_1D2D_HALVES_LAUNCH)
 #undef HK_FP8_1D2D_HALVES_LAUNCH
     HK_CHECK(false, "no contiguous 256x128 FP8 1d2d GEMM compiled for cluster_n=", config.cluster_n,
-             tuning_knobs_note());
+             tuning_knobs_note(), instantiations_hint("fp8_1d2d"));
   }
   if (params.layout == GemmLayout::kMGroupedMasked) {
 #define HK_FP8_1D2D_MASKED_LAUNCH(BM, BN, ONE_BOX)                                                      \
@@ -94,7 +94,8 @@ void run_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params, Fp8Gemm1d2dConfig config
     HK_FP8_1D2D_MASKED_CONFIGS(HK_FP8_1D2D_MASKED_LAUNCH)
 #undef HK_FP8_1D2D_MASKED_LAUNCH
     HK_CHECK(false, "no masked FP8 1d2d GEMM compiled for BLOCK_M=", config.block_m, " BLOCK_N=", config.block_n,
-             " cluster=", config.cluster_m, " one_box_staging=", config.one_box_staging, tuning_knobs_note());
+             " cluster=", config.cluster_m, " one_box_staging=", config.one_box_staging, tuning_knobs_note(),
+             instantiations_hint("fp8_1d2d"));
   }
 #define HK_FP8_1D2D_DENSE_LAUNCH(BM, BN, CM, CN, ONE_BOX)                                  \
   if (config.block_m == BM && config.block_n == BN && config.cluster_m == CM &&            \
@@ -104,7 +105,7 @@ void run_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params, Fp8Gemm1d2dConfig config
 #undef HK_FP8_1D2D_DENSE_LAUNCH
   HK_CHECK(false, "no FP8 1d2d GEMM compiled for BLOCK_M=", config.block_m, " BLOCK_N=", config.block_n,
            " cluster=", config.cluster_m, "x", config.cluster_n, " one_box_staging=", config.one_box_staging,
-           tuning_knobs_note());
+           tuning_knobs_note(), instantiations_hint("fp8_1d2d"));
 }
 
 }  // namespace hopperkit::gemm
