@@ -703,7 +703,7 @@ CONTIGUOUS_TILES = TILES + ODD_WIDTHS + (NARROW_TILE,)
 def test_contiguous_every_tile(block_m, block_n, monkeypatch, forbid_reference):
     """Every tile that the contiguous layout's kernels are compiled with (those of the normal layout's
     K-major operands), forced: the heuristic picks only the four of every majorness, the knob takes
-    any. Segments of 130-390 rows padded to 128 (NaN in the padding rows of A), an empty expert and one
+    any. Segments of 210-390 rows padded to 128 (NaN in the padding rows of A), an empty expert and one
     of 37 rows, N ragged against every tile width."""
     forbid_reference("m_grouped_bf16_gemm_nt_contiguous")
     monkeypatch.setenv("HOPPERKIT_BF16_GEMM_CONFIG", f"{block_m},{block_n}")
