@@ -1,13 +1,16 @@
-"""Every compiled tile (and a few split-K counts) of the dense GEMMs on each shape, against the
+"""Every compiled kernel (and split-K counts 2-4) of the dense GEMMs on each shape, against the
 heuristic's own choice and the cuBLAS call a user would otherwise make: the measurement behind the
 tile choices in ``csrc/gemm/heuristics.h`` away from the issue's benchmark M values.
 
   python benchmarks/sweep_tiles.py --kind bf16 --ms 192,512,2048 [--nk 2112x7168,...] [--json FILE]
   python benchmarks/sweep_tiles.py --kind fp8 --shapes 256x2112x7168,512x576x7168 [--settings 128x64,...] ...
+  python benchmarks/sweep_tiles.py --kind fp8 --list     (the settings and their knobs; no GPU needed)
 
-Each configuration is forced through the kernels' tuning knobs (``HOPPERKIT_BF16_GEMM_CONFIG`` /
-``HOPPERKIT_BF16_GEMM_SPLITS``, ``HOPPERKIT_FP8_GEMM_CONFIG`` / ``HOPPERKIT_FP8_GEMM_SPLITS``), set
-inside the timed call (the knobs are read per call). A configuration that the op refuses for a shape
+The configurations come from the build's own list (``torch.ops.hopperkit._gemm_instantiations``), so
+the sweep runs whatever is compiled, no more and no less. Each is forced through the kernels' tuning
+knobs (``HOPPERKIT_BF16_GEMM_CONFIG`` / ``HOPPERKIT_BF16_GEMM_SPLITS``, ``HOPPERKIT_FP8_GEMM_CONFIG``
+/ ``HOPPERKIT_FP8_GEMM_SPLITS`` / ``HOPPERKIT_FP8_GEMM_A_MULTICAST``), set inside the timed call (the
+knobs are read per call). A configuration that the op refuses for a shape
 (a split count that does not divide the work, say) is left out of that row. Every result is first
 checked against an FP32 product (a knob must never change the answer), then all configurations of a
 shape, ``auto`` (no knob) and the peer are timed in turns in one loop, L2 flushed before each call
@@ -25,64 +28,66 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 NK = ((2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))
 
-# name → knob settings. BF16: the compiled tiles of K-major operands (bf16/instantiations), and
-# split-K on the tiles that compile it.
-BF16_SETTINGS: Dict[str, Dict[str, str]] = {
-    "128x256": {"HOPPERKIT_BF16_GEMM_CONFIG": "128,256"},
-    "128x192": {"HOPPERKIT_BF16_GEMM_CONFIG": "128,192"},
-    "128x176": {"HOPPERKIT_BF16_GEMM_CONFIG": "128,176"},
-    "128x144": {"HOPPERKIT_BF16_GEMM_CONFIG": "128,144"},
-    "128x128": {"HOPPERKIT_BF16_GEMM_CONFIG": "128,128"},
-    "128x96": {"HOPPERKIT_BF16_GEMM_CONFIG": "128,96"},
-    "64x256": {"HOPPERKIT_BF16_GEMM_CONFIG": "64,256"},
-    "64x176": {"HOPPERKIT_BF16_GEMM_CONFIG": "64,176"},
-    "64x144": {"HOPPERKIT_BF16_GEMM_CONFIG": "64,144"},
-    "64x128": {"HOPPERKIT_BF16_GEMM_CONFIG": "64,128"},
-    "64x96": {"HOPPERKIT_BF16_GEMM_CONFIG": "64,96"},
-    "64x64": {"HOPPERKIT_BF16_GEMM_CONFIG": "64,64"},
-    "128x128s2": {"HOPPERKIT_BF16_GEMM_CONFIG": "128,128", "HOPPERKIT_BF16_GEMM_SPLITS": "2"},
-    "128x128s3": {"HOPPERKIT_BF16_GEMM_CONFIG": "128,128", "HOPPERKIT_BF16_GEMM_SPLITS": "3"},
-    "64x128s2": {"HOPPERKIT_BF16_GEMM_CONFIG": "64,128", "HOPPERKIT_BF16_GEMM_SPLITS": "2"},
-    "64x96s2": {"HOPPERKIT_BF16_GEMM_CONFIG": "64,96", "HOPPERKIT_BF16_GEMM_SPLITS": "2"},
-    "64x96s3": {"HOPPERKIT_BF16_GEMM_CONFIG": "64,96", "HOPPERKIT_BF16_GEMM_SPLITS": "3"},
-    "128x128s4": {"HOPPERKIT_BF16_GEMM_CONFIG": "128,128", "HOPPERKIT_BF16_GEMM_SPLITS": "4"},
-    "64x128s3": {"HOPPERKIT_BF16_GEMM_CONFIG": "64,128", "HOPPERKIT_BF16_GEMM_SPLITS": "3"},
-    "64x128s4": {"HOPPERKIT_BF16_GEMM_CONFIG": "64,128", "HOPPERKIT_BF16_GEMM_SPLITS": "4"},
-    "64x64s2": {"HOPPERKIT_BF16_GEMM_CONFIG": "64,64", "HOPPERKIT_BF16_GEMM_SPLITS": "2"},
-    "64x64s3": {"HOPPERKIT_BF16_GEMM_CONFIG": "64,64", "HOPPERKIT_BF16_GEMM_SPLITS": "3"},
-    "64x64s4": {"HOPPERKIT_BF16_GEMM_CONFIG": "64,64", "HOPPERKIT_BF16_GEMM_SPLITS": "4"},
-}
-# FP8 1d2d: BLOCK_M,BLOCK_N,cluster (fp8_1d2d/instantiations); c2 shares B, a shares A.
-FP8_SETTINGS: Dict[str, Dict[str, str]] = {
-    "256x128c2": {"HOPPERKIT_FP8_GEMM_CONFIG": "256,128,2"},
-    "256x128a": {"HOPPERKIT_FP8_GEMM_CONFIG": "256,128,1", "HOPPERKIT_FP8_GEMM_A_MULTICAST": "on"},
-    "256x128": {"HOPPERKIT_FP8_GEMM_CONFIG": "256,128,1", "HOPPERKIT_FP8_GEMM_A_MULTICAST": "off"},
-    "128x192c2": {"HOPPERKIT_FP8_GEMM_CONFIG": "128,192,2"},
-    "128x192": {"HOPPERKIT_FP8_GEMM_CONFIG": "128,192,1"},
-    "128x128c2": {"HOPPERKIT_FP8_GEMM_CONFIG": "128,128,2"},
-    "128x128": {"HOPPERKIT_FP8_GEMM_CONFIG": "128,128,1"},
-    "128x64c2": {"HOPPERKIT_FP8_GEMM_CONFIG": "128,64,2"},
-    "128x64": {"HOPPERKIT_FP8_GEMM_CONFIG": "128,64,1"},
-    "64x128": {"HOPPERKIT_FP8_GEMM_CONFIG": "64,128,1"},
-    "64x64": {"HOPPERKIT_FP8_GEMM_CONFIG": "64,64,1"},
-    "128x128s2": {"HOPPERKIT_FP8_GEMM_CONFIG": "128,128,1", "HOPPERKIT_FP8_GEMM_SPLITS": "2"},
-    "128x128s3": {"HOPPERKIT_FP8_GEMM_CONFIG": "128,128,1", "HOPPERKIT_FP8_GEMM_SPLITS": "3"},
-    "128x192s2": {"HOPPERKIT_FP8_GEMM_CONFIG": "128,192,1", "HOPPERKIT_FP8_GEMM_SPLITS": "2"},
-    "256x128s2": {"HOPPERKIT_FP8_GEMM_CONFIG": "256,128,1", "HOPPERKIT_FP8_GEMM_SPLITS": "2"},
-    "256x128s3": {"HOPPERKIT_FP8_GEMM_CONFIG": "256,128,1", "HOPPERKIT_FP8_GEMM_SPLITS": "3"},
-    "256x128s4": {"HOPPERKIT_FP8_GEMM_CONFIG": "256,128,1", "HOPPERKIT_FP8_GEMM_SPLITS": "4"},
-    "128x64s2": {"HOPPERKIT_FP8_GEMM_CONFIG": "128,64,1", "HOPPERKIT_FP8_GEMM_SPLITS": "2"},
-    "128x64s3": {"HOPPERKIT_FP8_GEMM_CONFIG": "128,64,1", "HOPPERKIT_FP8_GEMM_SPLITS": "3"},
-    "128x64s4": {"HOPPERKIT_FP8_GEMM_CONFIG": "128,64,1", "HOPPERKIT_FP8_GEMM_SPLITS": "4"},
-    "64x128s2": {"HOPPERKIT_FP8_GEMM_CONFIG": "64,128,1", "HOPPERKIT_FP8_GEMM_SPLITS": "2"},
-    "64x128s3": {"HOPPERKIT_FP8_GEMM_CONFIG": "64,128,1", "HOPPERKIT_FP8_GEMM_SPLITS": "3"},
-    "192x64c2": {"HOPPERKIT_FP8_GEMM_CONFIG": "192,64,2"},
-    "192x64": {"HOPPERKIT_FP8_GEMM_CONFIG": "192,64,1"},
-    "192x64s2": {"HOPPERKIT_FP8_GEMM_CONFIG": "192,64,1", "HOPPERKIT_FP8_GEMM_SPLITS": "2"},
-    "192x64s3": {"HOPPERKIT_FP8_GEMM_CONFIG": "192,64,1", "HOPPERKIT_FP8_GEMM_SPLITS": "3"},
-    "192x64s4": {"HOPPERKIT_FP8_GEMM_CONFIG": "192,64,1", "HOPPERKIT_FP8_GEMM_SPLITS": "4"},
-}
-KNOBS = sorted({key for s in (BF16_SETTINGS, FP8_SETTINGS) for env in s.values() for key in env})
+# The knobs a setting may set; every call clears them all first, so that one setting never leaks into
+# the next.
+KNOBS = ("HOPPERKIT_BF16_GEMM_CONFIG", "HOPPERKIT_BF16_GEMM_SPLITS", "HOPPERKIT_FP8_GEMM_A_MULTICAST",
+         "HOPPERKIT_FP8_GEMM_CONFIG", "HOPPERKIT_FP8_GEMM_SPLITS")
+# Split-K counts tried on every tile that runs split-K (the FP8 dense tiles without clusters, the BF16
+# split_k instantiations); a count the op refuses for a shape is left out of that row.
+SPLITS = (2, 3, 4)
+
+
+def _instantiations(family: str) -> List[Dict[str, str]]:
+    """The build's instantiations of a GEMM family, one dict of key → value per compiled kernel."""
+    import torch
+
+    import hopperkit  # noqa: F401  (loads the extension that registers the op)
+
+    return [dict(field.split("=", 1) for field in line.split())
+            for line in torch.ops.hopperkit._gemm_instantiations(family)]
+
+
+def fp8_settings(lines: Sequence[Dict[str, str]]) -> Dict[str, Dict[str, str]]:
+    """name → knob settings, one per compiled dense FP8 1d2d kernel, and the split counts of the tiles
+    without clusters. Names: BLOCK_MxBLOCK_N, then `c2` (B shared by a CTA pair), `a` (A shared),
+    `b1` (one staging box), `sN` (N K splits). Staging and A multicast are forced as well, so that each
+    name runs exactly its kernel, never the heuristic's variant of the tile."""
+    settings: Dict[str, Dict[str, str]] = {}
+    for e in lines:
+        if e["kind"] != "dense":
+            continue
+        bm, bn, cm, cn, one_box = (int(e[key]) for key in ("block_m", "block_n", "cluster_m", "cluster_n", "one_box"))
+        name = f"{bm}x{bn}" + ("c2" if cm == 2 else "") + ("a" if cn == 2 else "") + ("b1" if one_box else "")
+        env = {"HOPPERKIT_FP8_GEMM_CONFIG": f"{bm},{bn},{cm},{one_box}",
+               "HOPPERKIT_FP8_GEMM_A_MULTICAST": "on" if cn == 2 else "off"}
+        settings[name] = env
+        if cm == 1 and cn == 1 and not one_box:
+            for s in SPLITS:
+                settings[f"{name}s{s}"] = dict(env, HOPPERKIT_FP8_GEMM_SPLITS=str(s))
+    return settings
+
+
+def bf16_settings(lines: Sequence[Dict[str, str]]) -> Dict[str, Dict[str, str]]:
+    """name → knob settings, one per compiled BF16 tile of K-major operands (BLOCK_MxBLOCK_N) and one
+    per split count of the tiles that compile split-K (`sN`). The swapped decode kernels have a sweep
+    of their own (sweep_bf16_swap.py)."""
+    settings: Dict[str, Dict[str, str]] = {}
+    for e in lines:
+        if e["major_a"] != "k" or e["major_b"] != "k" or e["variant"] not in ("general", "split_k"):
+            continue
+        name = f"{e['block_m']}x{e['block_n']}"
+        env = {"HOPPERKIT_BF16_GEMM_CONFIG": f"{e['block_m']},{e['block_n']}"}
+        if e["variant"] == "general":
+            settings[name] = env
+        else:
+            for s in SPLITS:
+                settings[f"{name}s{s}"] = dict(env, HOPPERKIT_BF16_GEMM_SPLITS=str(s))
+    return settings
+
+
+def compiled_settings(kind: str) -> Dict[str, Dict[str, str]]:
+    """Every configuration this build can run for `kind`, from its instantiation list."""
+    return bf16_settings(_instantiations("bf16")) if kind == "bf16" else fp8_settings(_instantiations("fp8_1d2d"))
 
 
 def _with_knobs(env: Dict[str, str], fn: Callable[[], None]) -> Callable[[], None]:
@@ -120,13 +125,12 @@ def _shape_calls(kind: str, m: int, n: int, k: int) -> Tuple[Callable[[], None],
             d, a.float() @ b.float().t())
 
 
-def sweep(kind: str, shapes: Sequence[Tuple[int, int, int]], iters: int, names: Sequence[str]) -> List[dict]:
+def sweep(kind: str, shapes: Sequence[Tuple[int, int, int]], iters: int,
+          settings: Dict[str, Dict[str, str]]) -> List[dict]:
     import torch
 
     from hopperkit.testing import bench_interleaved, calc_diff
 
-    all_settings = BF16_SETTINGS if kind == "bf16" else FP8_SETTINGS
-    settings = {name: all_settings[name] for name in names}
     tol = 1e-5 if kind == "bf16" else 1e-3
     rows = []
     for m, n, k in shapes:
@@ -200,9 +204,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--iters", type=int, default=15, help="timed rounds per shape (default 15)")
     ap.add_argument("--settings", metavar="NAME,...", help="only these forced configurations (default: every one)")
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--list", action="store_true", help="print the settings and their knobs, and exit")
     args = ap.parse_args(argv)
-    known = list(BF16_SETTINGS if args.kind == "bf16" else FP8_SETTINGS)
-    names = [t for t in args.settings.split(",") if t.strip()] if args.settings else known
+    known = compiled_settings(args.kind)
+    if args.list:
+        for name, env in known.items():
+            print(f"{name:>12}  " + " ".join(f"{key}={value}" for key, value in env.items()))
+        return 0
+    names = [t for t in args.settings.split(",") if t.strip()] if args.settings else list(known)
     if not names or any(name not in known for name in names):
         ap.error(f"--settings takes names among {','.join(known)}")
     import torch
@@ -217,7 +226,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     shapes = [(m, n, k) for n, k in args.nk for m in args.ms or ()] + list(args.shapes)
     if not shapes:
         ap.error("no shapes: give --ms and/or --shapes")
-    rows = sweep(args.kind, shapes, args.iters, names)
+    rows = sweep(args.kind, shapes, args.iters, {name: known[name] for name in names})
     print_table(args.kind, rows, names)
     if args.json:
         with open(args.json, "w") as f:

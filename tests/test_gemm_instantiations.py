@@ -79,3 +79,41 @@ def test_bf16():
 def test_unknown_family_is_refused():
     with pytest.raises(ValueError, match="family must be fp8_1d2d, fp8_1d1d or bf16"):
         torch.ops.hopperkit._gemm_instantiations("fp8")
+
+
+def _sweep_tiles():
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "sweep_tiles.py")
+    spec = importlib.util.spec_from_file_location("sweep_tiles", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sweep_tiles_runs_every_dense_kernel():
+    """benchmarks/sweep_tiles.py takes its settings from the build's list: every dense FP8 1d2d kernel
+    and every K-major BF16 tile is one setting, named once, forced through knobs that name exactly it
+    (tile, clusters, staging, A multicast), and the split-K settings stay on the kernels that split."""
+    sweep = _sweep_tiles()
+    fp8 = sweep.compiled_settings("fp8")
+    unsplit = {name: env for name, env in fp8.items() if "HOPPERKIT_FP8_GEMM_SPLITS" not in env}
+    forced = set()
+    for env in unsplit.values():
+        bm, bn, cm, one_box = knob_ints(env["HOPPERKIT_FP8_GEMM_CONFIG"])
+        forced.add(("dense", bm, bn, cm, 2 if env["HOPPERKIT_FP8_GEMM_A_MULTICAST"] == "on" else 1, one_box))
+    assert len(forced) == len(unsplit)
+    assert_same("sweep_tiles fp8", {i for i in compiled("fp8_1d2d") if i[0] == "dense"}, forced)
+    for name, env in fp8.items():
+        if "HOPPERKIT_FP8_GEMM_SPLITS" in env:
+            base = unsplit[name.rsplit("s", 1)[0]]
+            assert env == dict(base, HOPPERKIT_FP8_GEMM_SPLITS=name.rsplit("s", 1)[1]), name
+            assert base["HOPPERKIT_FP8_GEMM_A_MULTICAST"] == "off" and knob_ints(base["HOPPERKIT_FP8_GEMM_CONFIG"])[2:] == (1, 0)
+
+    bf16 = sweep.compiled_settings("bf16")
+    tiles = {knob_ints(env["HOPPERKIT_BF16_GEMM_CONFIG"]) for env in bf16.values() if "HOPPERKIT_BF16_GEMM_SPLITS" not in env}
+    split_tiles = {knob_ints(env["HOPPERKIT_BF16_GEMM_CONFIG"]) for env in bf16.values() if "HOPPERKIT_BF16_GEMM_SPLITS" in env}
+    assert tiles == {(bm, bn) for variant, ma, mb, bm, bn in compiled("bf16") if (variant, ma, mb) == ("general", "k", "k")}
+    assert split_tiles == {(bm, bn) for variant, _, _, bm, bn in compiled("bf16") if variant == "split_k"}
+    assert set(sweep.KNOBS) >= {key for env in list(fp8.values()) + list(bf16.values()) for key in env}
