@@ -36,10 +36,10 @@ def knob_ints(config: str) -> tuple[int, ...]:
     return tuple(int(v) for v in config.split(","))
 
 
-def assert_same(family: str, built: set[tuple], forced: set[tuple]) -> None:
+def assert_same(family: str, built: set[tuple], forced: set[tuple], by: str = "GPU test") -> None:
     untested, missing = sorted(built - forced), sorted(forced - built)
     assert not untested and not missing, (
-        f"{family}: compiled but forced by no GPU test: {untested}; forced by a GPU test but not compiled: {missing}")
+        f"{family}: compiled but forced by no {by}: {untested}; forced by a {by} but not compiled: {missing}")
 
 
 def test_fp8_1d2d():
@@ -104,7 +104,7 @@ def test_sweep_tiles_runs_every_dense_kernel():
         bm, bn, cm, one_box = knob_ints(env["HOPPERKIT_FP8_GEMM_CONFIG"])
         forced.add(("dense", bm, bn, cm, 2 if env["HOPPERKIT_FP8_GEMM_A_MULTICAST"] == "on" else 1, one_box))
     assert len(forced) == len(unsplit)
-    assert_same("sweep_tiles fp8", {i for i in compiled("fp8_1d2d") if i[0] == "dense"}, forced)
+    assert_same("fp8_1d2d dense", {i for i in compiled("fp8_1d2d") if i[0] == "dense"}, forced, by="sweep_tiles.py setting")
     for name, env in fp8.items():
         if "HOPPERKIT_FP8_GEMM_SPLITS" in env:
             base = unsplit[name.rsplit("s", 1)[0]]
