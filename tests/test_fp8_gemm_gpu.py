@@ -155,6 +155,20 @@ def test_1d2d_192_row_tiles_chosen(cuda, monkeypatch, m, n, k, tall):
     assert ((192, 64) in tiles) == tall, tiles
 
 
+# 128×256 tiles where their 256-column N blocks take fewer waves (heuristics.h
+# kNormal256ColumnEfficiency): two waves at 1152×7168 where 128-row tiles take three or four, five
+# at 640×32768×512, and a 256-row tile's eighth wave saved at 4097 rows; not at 896×7168 (1.5 waves
+# against three of 128×128) nor where 256×128 makes as few waves (4096 rows).
+@pytest.mark.parametrize("m,n,k,wide", [(1152, 7168, 2048, True), (640, 32768, 512, True), (4097, 7168, 2048, True),
+                                         (896, 7168, 2048, False), (4096, 7168, 2048, False)], ids=lambda v: str(v))
+def test_1d2d_256_column_tiles_chosen(cuda, monkeypatch, m, n, k, wide):
+    for knob in ("HOPPERKIT_FP8_GEMM_CONFIG", "HOPPERKIT_FP8_GEMM_SPLITS"):
+        monkeypatch.delenv(knob, raising=False)
+    tiles = _launched_1d2d_tiles(cuda, m, n, k)
+    assert len(tiles) == 1, tiles
+    assert ((128, 256) in tiles) == wide, tiles
+
+
 # One M block of 65-128 rows takes 128×64 tiles where the wave model alone would take wider ones
 # (heuristics.h choose_fp8_1d2d_dense_config); 64 rows keep the 64-row tiles.
 @pytest.mark.parametrize("m,n,k,narrow", [(128, 24576, 1536, True), (100, 32768, 512, True), (72, 16384, 7168, True),
@@ -169,12 +183,13 @@ def test_1d2d_one_m_block_takes_128x64_tiles(cuda, monkeypatch, m, n, k, narrow)
 # Every compiled 1d2d tile configuration, forced (the heuristic reaches only some of them on the
 # shapes above), on ragged M, N and K: a last M block that is partly (1000) or mostly (300: whole
 # 64-row waves of a 256-row tile) past M, BLOCK_N = 192 tiles that start mid scale block (N 200,
-# 2112), a 64-wide last K block (320). Multicast configurations need an even number of M blocks.
+# 2112), 256-wide tiles whose second 128-column wave lies wholly past N (200, 576, 2112), a 64-wide
+# last K block (320). Multicast configurations need an even number of M blocks.
 # The fourth value selects the one-box-staging variant (compiled for 128×128 and 256×128), which is
 # correct on grids of any size.
 CONFIGS_1D2D = ((64, 64, 1, 0), (64, 128, 1, 0), (128, 64, 1, 0), (128, 64, 2, 0), (128, 128, 1, 0), (128, 128, 1, 1),
-                (128, 128, 2, 0), (128, 128, 2, 1), (128, 192, 1, 0), (128, 192, 2, 0), (192, 64, 1, 0), (192, 64, 2, 0),
-                (256, 128, 1, 0), (256, 128, 1, 1), (256, 128, 2, 0), (256, 128, 2, 1))
+                (128, 128, 2, 0), (128, 128, 2, 1), (128, 192, 1, 0), (128, 192, 2, 0), (128, 256, 1, 0),
+                (192, 64, 1, 0), (192, 64, 2, 0), (256, 128, 1, 0), (256, 128, 1, 1), (256, 128, 2, 0), (256, 128, 2, 1))
 CONFIG_CASES = [
     (m, n, k, bm, bn, cm, ow)
     for m, n, k in ((1000, 200, 320), (512, 2112, 1536), (300, 576, 7168))
@@ -199,13 +214,16 @@ def test_1d2d_every_config(cuda, monkeypatch, m, n, k, bm, bn, cm, ow):
 # Also a short last block under split-K, whose partials go through both fixups (in a cluster: 128×64
 # and 128×128; through global memory: 256×128), a 256-row multicast pair whose second block
 # holds 44 rows, and the three math warpgroups of the 192-row tile (a one-row last block; one block
-# of 129 or 200 rows, split; a multicast pair whose second block holds 8 rows).
+# of 129 or 200 rows, split; a multicast pair whose second block holds 8 rows), and the 128×256
+# tile's two column waves (a one-row last block alone and split through global memory, and a
+# last block of 104 rows among eight).
 A_TAIL_CASES = [(129, 576, 1024, "128,128,1", None), (257, 2112, 1024, "256,128,1", None),
                 (65, 7168, 512, "64,64,1", None), (80, 2112, 7168, "64,64,1", 4), (200, 4096, 512, "128,128,2", None),
                 (160, 2112, 7168, "128,64,1", 3), (129, 4096, 7168, "128,128,1", 2), (129, 7168, 4096, "256,128,1", 2),
                 (200, 1024, 2048, "256,128,1", 3), (300, 1024, 2048, "256,128,2", None),
                 (193, 2112, 1024, "192,64,1", None), (129, 7168, 4096, "192,64,1", 2), (200, 1024, 2048, "192,64,1", 3),
-                (200, 2112, 1024, "192,64,2", None)]
+                (200, 2112, 1024, "192,64,2", None), (129, 2112, 1024, "128,256,1", None),
+                (129, 7168, 4096, "128,256,1", 2), (1000, 4096, 1024, "128,256,1", None)]
 
 
 @pytest.mark.parametrize("m,n,k,config,splits", A_TAIL_CASES, ids=[f"M{m}-N{n}-K{k}-{c}-s{s}" for m, n, k, c, s in A_TAIL_CASES])
@@ -488,6 +506,7 @@ SPLIT_K_CASES = [
     (64, 2112, 7168, "64,64,1", 6, 3),
     (100, 4096, 2048, "128,64,1", 5, 2),
     (256, 1024, 7168, "256,128,1", 2, 0),  # the 256-row tile has no cluster fixup
+    (256, 2112, 7168, "128,256,1", 3, 0),  # nor the 256-column one; a last N block half past N
     (1, 64, 7168, "64,64,1", 8, 8),  # one tile
     (128, 576, 7168, "128,64,1", 4, 4),  # two math warpgroups
     (64, 576, 7168, "64,128,1", 5, 5),  # an odd count, a ragged N tile

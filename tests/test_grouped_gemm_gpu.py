@@ -92,13 +92,15 @@ def test_contiguous_psum_layout_and_odd_k():
 
 # The dense instantiations the contiguous layout runs (BLOCK_M ≤ 128, no B multicast; the 256-row
 # tiles are its own, below), with either staging variant where both are compiled.
-CONTIGUOUS_CONFIGS = ("64,64,1,0", "64,128,1,0", "128,64,1,0", "128,128,1,0", "128,128,1,1", "128,192,1,0")
+CONTIGUOUS_CONFIGS = ("64,64,1,0", "64,128,1,0", "128,64,1,0", "128,128,1,0", "128,128,1,1", "128,192,1,0",
+                      "128,256,1,0")
 
 
 @pytest.mark.parametrize("config", CONTIGUOUS_CONFIGS)
 def test_contiguous_every_tile(monkeypatch, config):
-    """Each tile forced on a small ragged case: N = 2112 (192-wide tiles that start mid scale block),
-    an empty expert and one of fewer rows than a tile, K = 320 (a last K block of 64)."""
+    """Each tile forced on a small ragged case: N = 2112 (192-wide tiles that start mid scale block,
+    a 256-wide last tile whose second column wave lies past N), an empty expert and one of fewer
+    rows than a tile, K = 320 (a last K block of 64)."""
     monkeypatch.setenv("HOPPERKIT_FP8_GEMM_CONFIG", config)
     d, a, a_fp8, sfa, b, b_fp8, sfb, starts, counts, pad = _contiguous_case(5, 300, 2112, 320, psum=False)
     assert torch.equal(d[pad], torch.zeros_like(d[pad]))

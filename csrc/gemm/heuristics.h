@@ -174,6 +174,23 @@ inline int fp8_1d2d_raster_band(int block_m, int k) { return block_m == 256 && k
 // the 256-row tiles are 8-10% faster than the 128x192 pick, and an efficiency high enough to take
 // them there (1.25) would also take them for the uneven 16 x ~512 problem, 14% slower than the
 // pick; the host cannot see the boundaries, so the rule stays.
+// The 128×256 tile (traits.h kWavesN: each math warpgroup's 64 rows as two 128-column waves) moves
+// as many operand bytes per FLOP as 256×128; it takes a problem where its 256-column N blocks make
+// fewer waves than the other tiles, e.g. 1152 rows × 7168 columns (252 tiles in two waves, where
+// 128-row tiles of 128 or 192 columns make three or four). Its efficiency sits below 256×128's:
+// where both make the same waves, 256×128 with A multicast ran 4% faster. Without B multicast: CTA
+// pairs sharing B were 5% slower than single CTAs. PERF (an H100, benchmarks/sweep_tiles.py, L2
+// flushed, medians of 15 calls in turns, µs; 128×256 / 128×256 in B-multicast pairs / the best
+// other tile / cuBLAS blockwise): 1152×7168×16384 208.1 / — / 227.6 (128×192) / 216.5,
+// 1152×7168×2048 36.2 / — / 38.6 (128×192) / 35.3, 576×32768×512 32.4 / — / 35.5 (128×128) / 33.4,
+// 640×32768×512 32.6 / — / 35.7 (256×128, A multicast) / 33.8, 896×32768×512 41.1 / — / 44.0
+// (256×128, A multicast) / 43.0, 1152×32768×512 49.8 / — / 52.4 (the same) / 56.3, 384×32768×512
+// 24.7 / — / 25.7 (128×192) / 25.0, 1152×24576×1536 85.6 / — / 87.8 (128×192) / 90.5; the same
+// waves as 256×128: 2304×7168×16384 419.8 / 440.8 / 404.4 (256×128, A multicast) / 426.0,
+// 4096×7168×16384 777.5 / 817.2 / 746.3 / 775.2; fewer waves than 128×128 but more padding:
+// 896×7168×16384 196.7 / — / 176.5 (128×128) / 162.8.
+inline constexpr double kNormal256ColumnEfficiency = 1.10;
+
 inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, GemmLayout layout = GemmLayout::kNormal,
                                                 int groups = 1, int experts = 0) {
   // PERF (H200). The kernel runs at the power limit, so a tile's efficiency is mostly its operand
@@ -188,14 +205,20 @@ inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, GemmL
   // 128x64 0.64x, 64x64 0.5x of 128x128. Ties go to the earlier entry. Decode-sized M (one M block)
   // prefers 64-row tiles (more CTAs in flight). Masked 4x256 groups, 4096x7168: 256x128 986-989 /
   // 128x128 901-912; 7168x2048: 741-742 / 666-673.
+  // The contiguous layout's candidates.
   static constexpr TileCandidate kCandidates[] = {
       {128, 128, 1.0}, {128, 192, 1.08}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}, {256, 128, 1.12}};
+  // The normal layout adds 128×256 (kNormal256ColumnEfficiency), after 256×128 so that a tie keeps
+  // the 256-row tile, and the 192-row tile where it fits (fp8_1d2d_192_rows_fit).
+  static constexpr TileCandidate kNormalCandidates[] = {
+      {128, 128, 1.0}, {128, 192, 1.08}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}, {256, 128, 1.12},
+      {128, 256, kNormal256ColumnEfficiency}};
   static constexpr TileCandidate kCandidatesWith192Rows[] = {
       {128, 128, 1.0}, {128, 192, 1.08}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}, {256, 128, 1.12},
-      {192, 64, 1.0}};
+      {128, 256, kNormal256ColumnEfficiency}, {192, 64, 1.0}};
   static constexpr TileCandidate kCandidatesWith192RowsAbove384[] = {
       {128, 128, 1.0}, {128, 192, 1.08}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}, {256, 128, 1.12},
-      {192, 64, 0.95}};
+      {128, 256, kNormal256ColumnEfficiency}, {192, 64, 0.95}};
   // The masked layout's instantiations have no 128×192 tile: with the compacted scheduler's cursor
   // its registers spill (52 bytes).
   static constexpr TileCandidate kMaskedCandidates[] = {
@@ -206,16 +229,18 @@ inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, GemmL
           ? pick_tile_by_waves(kCandidatesWith192Rows, m, n, num_sms, groups, true)
       : layout == GemmLayout::kNormal && fp8_1d2d_192_rows_fit(m)
           ? pick_tile_by_waves(kCandidatesWith192RowsAbove384, m, n, num_sms, groups, true)
+      : layout == GemmLayout::kNormal ? pick_tile_by_waves(kNormalCandidates, m, n, num_sms, groups, true)
           : pick_tile_by_waves(kCandidates, m, n, num_sms, groups, true,
                                layout == GemmLayout::kMGroupedContiguous ? experts / 2 : 0);
   Fp8Gemm1d2dConfig best{tile.block_m, tile.block_n, 1};
   // Multicast B across CTA pairs on adjacent M blocks whenever every pair has a partner: it halves
   // B's share of L2 traffic. PERF (H200): measured equal to no multicast on the M = 4096 shapes.
-  // Not for 192-row tiles, where it measured slower (fp8_1d2d_192_rows_fit), nor where the 256×128
-  // tile shares A instead (fp8_1d2d_a_multicast_fits: the caller sets cluster_n then).
+  // Not for 192-row tiles, where it measured slower (fp8_1d2d_192_rows_fit), nor for 128×256
+  // (kNormal256ColumnEfficiency), nor where the 256×128 tile shares A instead
+  // (fp8_1d2d_a_multicast_fits: the caller sets cluster_n then).
   const int m_blocks = (m + best.block_m - 1) / best.block_m;
-  if (layout == GemmLayout::kNormal && best.block_m >= 128 && best.block_m != 192 && m_blocks % 2 == 0 &&
-      !(best.block_m == 256 && fp8_1d2d_a_multicast_fits(best, m, n, 1, num_sms))) {
+  if (layout == GemmLayout::kNormal && best.block_m >= 128 && best.block_m != 192 && best.block_n != 256 &&
+      m_blocks % 2 == 0 && !(best.block_m == 256 && fp8_1d2d_a_multicast_fits(best, m, n, 1, num_sms))) {
     best.cluster_m = 2;
   }
   return best;
@@ -302,7 +327,8 @@ inline constexpr int kMinKBlocksForTallerSplit = 32;
 // (800×24576×1024 52.1 / 53.1), below three waves (1152×7168×512, 280 tiles, against the 128×128
 // pick: 19.6 / 21.4), at K = 2048 and more (1152×7168×2048 38.6 / 45.0) and mixed at 576-640 rows
 // (640×24576×512 28.2 / 30.3). Not measured above 3072 rows, where the model mostly takes 256×128
-// itself, nor below K = 512.
+// itself, nor below K = 512. Where the model takes 128×256 instead (896-1152 × 32768 × 512), that
+// tile stays: it measured faster than the 256-row ones there (kNormal256ColumnEfficiency).
 inline constexpr int kMinKBlocksFor256RowsAtShortK = 4;
 inline constexpr int kMaxKBlocksFor256RowsAtShortK = 8;
 inline constexpr int kMinRowsFor256RowsAtShortK = 801;

@@ -28,6 +28,7 @@ void launch_fp8_gemm_1d2d(const Fp8Gemm1d2dParams& params, int num_sms, bool pdl
   X(128, 128, 2, 1, true)            \
   X(128, 192, 1, 1, false)           \
   X(128, 192, 2, 1, false)           \
+  X(128, 256, 1, 1, false)           \
   X(192, 64, 1, 1, false)            \
   X(192, 64, 2, 1, false)            \
   X(256, 128, 1, 1, false)           \

@@ -12,22 +12,22 @@
 
 namespace hopperkit::gemm {
 
-// Stores one warpgroup's rows of the tile as BF16 (gemm/tile_store.cuh), 64-row wave by wave. Rows
+// Stores one warpgroup's rows of the tile as BF16 (gemm/tile_store.cuh), wave by wave. Rows
 // without a result (contiguous padding rows, masked rows past masked_m[g], whole blocks with group -1
 // whose `total` is zero) are written as 0; rows outside D are clipped by the TMA store.
 template <class T>
 __device__ __forceinline__ void store_tile(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem, int warpgroup,
                                            AccumulatorRows rows, const MBlockRows& block, int n_block,
-                                           const float (&total)[T::kWaves][T::kBlockN / 2],
+                                           const float (&total)[T::kWaves][T::kWaveAccs],
                                            uint32_t halves_rows_with_expert = 0) {
   const auto barrier = static_cast<Fp8GemmBarrier>(static_cast<int>(Fp8GemmBarrier::kEpilogueWarpgroup0) + warpgroup);
   // With a staging box for every box of the tile, a wave's boxes go in one round (one fence and
   // one barrier pair); with one box, box by box.
-  constexpr int kBoxesPerWave = T::kBlockN / kStoreBoxCols;
+  constexpr int kBoxesPerWave = T::kWaveN / kStoreBoxCols;
   constexpr int kRound = T::kStoreBuffers >= kBoxesPerWave ? kBoxesPerWave : 1;
 #pragma unroll
   for (int w = 0; w < T::kWaves; ++w) {
-    const int wave_row = warpgroup * T::kRowsPerWarpgroup + w * 64;  // within the block
+    const int wave_row = warpgroup * T::kRowsPerWarpgroup + T::wave_row(w);  // within the block
     const int r_a = wave_row + rows.row0, r_b = r_a + 8;
     bool keep_a = r_a < block.valid_rows, keep_b = r_b < block.valid_rows;
     if constexpr (T::kHalves) {
@@ -39,9 +39,9 @@ __device__ __forceinline__ void store_tile(const Fp8Gemm1d2dParams& p, typename 
       keep_a = r_a < block.store_rows && block.group >= 0 && __ldg(p.m_indices + block.a_row + r_a) >= 0;
       keep_b = r_b < block.store_rows && block.group >= 0 && __ldg(p.m_indices + block.a_row + r_b) >= 0;
     }
-    const TileStoreTarget target{&p.tma_d, p.layout == GemmLayout::kMGroupedMasked, n_block * T::kBlockN,
-                                 block.a_row + wave_row, block.a_group};
-    store_rows_bf16<T::kBlockN, T::kStoreBuffers, kRound, T::kWaves * kBoxesPerWave>(
+    const TileStoreTarget target{&p.tma_d, p.layout == GemmLayout::kMGroupedMasked,
+                                 n_block * T::kBlockN + T::wave_col(w), block.a_row + wave_row, block.a_group};
+    store_rows_bf16<T::kWaveN, T::kStoreBuffers, kRound, T::kWaves * kBoxesPerWave>(
         target, smem.d[warpgroup], barrier, keep_a, keep_b, total[w], w * kBoxesPerWave);
   }
 }
@@ -51,8 +51,8 @@ __device__ __forceinline__ void store_tile(const Fp8Gemm1d2dParams& p, typename 
 // and must store it.
 template <class T>
 __device__ __forceinline__ bool split_k_fixup(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem, int tile,
-                                              int split, float (&total)[T::kWaves][T::kBlockN / 2]) {
-  return split_k_publish_and_sum<T::kMathThreads, T::kWaves, T::kBlockN / 2>(
+                                              int split, float (&total)[T::kWaves][T::kWaveAccs]) {
+  return split_k_publish_and_sum<T::kMathThreads, T::kWaves, T::kWaveAccs>(
       p, tile, split, Fp8GemmBarrier::kSplitPartialsWritten, smem.split_is_last, total);
 }
 
@@ -62,9 +62,9 @@ __device__ __forceinline__ bool split_k_fixup(const Fp8Gemm1d2dParams& p, typena
 // PERF: PERF.md "Split-K".
 template <class T>
 __device__ __forceinline__ bool split_k_fixup_in_cluster(const Fp8Gemm1d2dParams& p, typename T::SharedStorage& smem,
-                                                         int split, float (&total)[T::kWaves][T::kBlockN / 2]) {
+                                                         int split, float (&total)[T::kWaves][T::kWaveAccs]) {
   static_assert(T::kSplitInCluster, "compiled for the decode-sized tiles only (traits.h kSplitInCluster)");
-  return split_k_sum_in_cluster<T::kMathThreads, T::kWaves, T::kBlockN / 2>(
+  return split_k_sum_in_cluster<T::kMathThreads, T::kWaves, T::kWaveAccs>(
       p.k_splits, split, &smem.a[0][0], smem.split_cluster, Fp8GemmBarrier::kSplitPartialsWritten, total);
 }
 

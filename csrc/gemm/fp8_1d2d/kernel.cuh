@@ -105,7 +105,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
   } else {
     cutlass::arch::warpgroup_reg_alloc<T::kMathRegisters>();
     const AccumulatorRows rows(threadIdx.x % 128);
-    float total[T::kWaves][T::kBlockN / 2];
+    float total[T::kWaves][T::kWaveAccs];
     if constexpr (T::kHalves) {
       // The contiguous layout's 256-row tiles (traits.h kHalves). Kept inline: as a function of its
       // own (the same code, with the scheduler and the stage state by reference) it compiled to 252
@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fp8_gemm_1d2d_kernel(const __g
 #pragma unroll
           for (int w = 0; w < T::kWaves; ++w) {
 #pragma unroll
-            for (int i = 0; i < T::kBlockN / 2; ++i) total[w][i] = 0.0f;
+            for (int i = 0; i < T::kWaveAccs; ++i) total[w][i] = 0.0f;
           }
         }
         if (p.k_splits > 1) {

@@ -19,8 +19,8 @@ __device__ __forceinline__ int scale_split(int n_block) {
 }
 
 // B scales of the tile: row n0/128 up to tile column scale_split, row n0/128 + 1 after it (only when
-// BLOCK_N = 192; the second row is clamped to stay in bounds when the tile ends past N, where
-// nothing is stored).
+// BLOCK_N = 192 or 256; the second row is clamped to stay in bounds when the tile ends past N,
+// where nothing is stored).
 struct TileScalesB {
   const float* lo;
   const float* hi;
@@ -40,7 +40,7 @@ __device__ __forceinline__ TileScalesB tile_scales_b(const Fp8Gemm1d2dParams& p,
 template <class T>
 __device__ __forceinline__ float2 load_block_scales_b(const TileScalesB& sfb, int kb) {
   const float lo = __ldg(sfb.lo + kb * sfb.stride_k);
-  return {lo, T::kStraddlesScaleBlocks ? __ldg(sfb.hi + kb * sfb.stride_k) : lo};
+  return {lo, T::kTwoScaleRows ? __ldg(sfb.hi + kb * sfb.stride_k) : lo};
 }
 
 // Two TMA threads take turns through the stage ring, each loading all of every other stage
@@ -160,13 +160,13 @@ struct BlockScales {
   float s0_lo, s1_lo, s0_hi, s1_hi;
 };
 
-// total += scales · acc: the second level of the two-level accumulation, on the CUDA cores. Tile
+// total += scales · acc: the second level of the two-level accumulation, on the CUDA cores. Wave
 // columns before kSplit take the first B scale row, the others the second.
 template <class T, int kSplit>
-__device__ __forceinline__ void promote_split_at(float (&total)[T::kBlockN / 2], const float (&acc)[T::kBlockN / 2],
+__device__ __forceinline__ void promote_split_at(float (&total)[T::kWaveAccs], const float (&acc)[T::kWaveAccs],
                                                  const BlockScales& s) {
 #pragma unroll
-  for (int j = 0; j < T::kBlockN / 8; ++j) {
+  for (int j = 0; j < T::kWaveN / 8; ++j) {
     // Column group j covers tile columns [8j, 8j + 8): it never straddles (kSplit is a multiple of 64).
     const bool lo = 8 * j < kSplit;
     const float s0 = lo ? s.s0_lo : s.s0_hi, s1 = lo ? s.s1_lo : s.s1_hi;
@@ -180,7 +180,7 @@ __device__ __forceinline__ void promote_split_at(float (&total)[T::kBlockN / 2],
 // The split is a compile-time constant in each branch: with a runtime split every 8-column group
 // would select its scales (two selects per four FMAs).
 template <class T>
-__device__ __forceinline__ void promote(float (&total)[T::kBlockN / 2], const float (&acc)[T::kBlockN / 2],
+__device__ __forceinline__ void promote(float (&total)[T::kWaveAccs], const float (&acc)[T::kWaveAccs],
                                         const BlockScales& s, int split) {
   if constexpr (T::kStraddlesScaleBlocks) {
     static_assert(T::kBlockN == 192, "BLOCK_N = 192 tiles start at column 0 or 64 of a scale block");
@@ -190,26 +190,26 @@ __device__ __forceinline__ void promote(float (&total)[T::kBlockN / 2], const fl
       promote_split_at<T, 128>(total, acc, s);
     }
   } else {
-    promote_split_at<T, T::kBlockN>(total, acc, s);
+    promote_split_at<T, T::kWaveN>(total, acc, s);
   }
 }
 
-// Issues the 4 wgmmas (K = 32 each) of one 64-row wave of the stage's K block into `acc`, starting
-// from zero, and returns the wave's scales (read before the stage can be released) without waiting.
-// `wave_row`: the wave's first row within the tile. Where the A scales are read is a per-tile
-// choice (traits.h kScalesAfterIssue).
+// Issues the 4 wgmmas (K = 32 each) of one wave (64 rows × kWaveN columns) of the stage's K block
+// into `acc`, starting from zero, and returns the wave's scales (read before the stage can be
+// released) without waiting. `wave_row`, `wave_col`: the wave's first row and column within the
+// tile. Where the A scales are read is a per-tile choice (traits.h kScalesAfterIssue).
 template <class T>
 __device__ __forceinline__ BlockScales issue_wave(typename T::SharedStorage& smem, const PipelineState<T::kStages>& st,
-                                                  int wave_row, AccumulatorRows rows, float2 scale_b,
-                                                  float (&acc)[T::kBlockN / 2]) {
+                                                  int wave_row, int wave_col, AccumulatorRows rows, float2 scale_b,
+                                                  float (&acc)[T::kWaveAccs]) {
   const float* sfa = smem.sfa[st.stage] + wave_row;
   float scale_a0, scale_a1;
   if constexpr (!T::kScalesAfterIssue) {
     scale_a0 = sfa[rows.row0];
     scale_a1 = sfa[rows.row0 + 8];
   }
-  issue_fp8_k_block<T::kBlockN>(smem_desc_k_major_sw128(smem.a[st.stage] + wave_row * T::kBlockK),
-                                smem_desc_k_major_sw128(smem.b[st.stage]), acc);
+  issue_fp8_k_block<T::kWaveN>(smem_desc_k_major_sw128(smem.a[st.stage] + wave_row * T::kBlockK),
+                               smem_desc_k_major_sw128(smem.b[st.stage] + wave_col * T::kBlockK), acc);
   if constexpr (T::kScalesAfterIssue) {
     scale_a0 = sfa[rows.row0];
     scale_a1 = sfa[rows.row0 + 8];
@@ -220,8 +220,9 @@ __device__ __forceinline__ BlockScales issue_wave(typename T::SharedStorage& sme
 // Two-level accumulation over the K blocks [kb_begin, kb_end) of one tile: each block's wgmmas
 // start from zero, and the FP32 result is scaled by sfa·sfb and added to `total` on the CUDA cores.
 // This keeps FP8 tensor-core accumulation (fewer than 24 mantissa bits) to 128-element partial sums.
-// With two waves per warpgroup (256-row tiles) the waves of a K block take turns in the one
-// accumulator set, and the stage is released after the second.
+// With two waves per warpgroup (256-row and 256-column tiles) the waves of a K block take turns in
+// the one accumulator set, and the stage is released after the second. A 256-column tile's waves
+// are its two 128-wide B scale blocks, so each takes one B scale row.
 // PERF (H200): under sustained load this kernel runs at the board's power limit (about 570 W median,
 // SM clock 1.4-1.8 GHz depending on the work mix), so its speed follows energy per FLOP more than
 // latency. Skipping the promotion (a measurement-only build) is 20% faster; hiding it instead is
@@ -233,22 +234,24 @@ __device__ __forceinline__ BlockScales issue_wave(typename T::SharedStorage& sme
 template <class T>
 __device__ __forceinline__ void mma_tile(typename T::SharedStorage& smem, PipelineState<T::kStages>& st, int warpgroup,
                                          AccumulatorRows rows, int n_block, int kb_begin, int kb_end,
-                                         float (&total)[T::kWaves][T::kBlockN / 2]) {
+                                         float (&total)[T::kWaves][T::kWaveAccs]) {
   const int split = scale_split<T>(n_block);
   const int lane = threadIdx.x % 32;
-  float acc[T::kBlockN / 2];
+  float acc[T::kWaveAccs];
 #pragma unroll
   for (int w = 0; w < T::kWaves; ++w) {
 #pragma unroll
-    for (int i = 0; i < T::kBlockN / 2; ++i) total[w][i] = 0.0f;
+    for (int i = 0; i < T::kWaveAccs; ++i) total[w][i] = 0.0f;
   }
   for (int kb = kb_begin; kb < kb_end; ++kb) {
     smem.barriers.consumer_wait(st);
     const float2 scale_b = smem.sfb[st.stage];
 #pragma unroll
     for (int w = 0; w < T::kWaves; ++w) {
-      const BlockScales scales =
-          issue_wave<T>(smem, st, warpgroup * T::kRowsPerWarpgroup + w * 64, rows, scale_b, acc);
+      const float2 wave_scale_b = T::kWavesN == 1 ? scale_b : w == 0 ? make_float2(scale_b.x, scale_b.x)
+                                                                     : make_float2(scale_b.y, scale_b.y);
+      const BlockScales scales = issue_wave<T>(smem, st, warpgroup * T::kRowsPerWarpgroup + T::wave_row(w),
+                                               T::wave_col(w), rows, wave_scale_b, acc);
       cute::warpgroup_wait<0>();
       // The stage's tiles and scales are consumed (the scales were read at issue): give it back.
       if (w == T::kWaves - 1) smem.barriers.consumer_release(st, lane);
@@ -290,8 +293,8 @@ template <class T>
 __device__ __forceinline__ void mma_halves_tile(typename T::SharedStorage& smem, PipelineState<T::kStages>& st,
                                                 int warpgroup, AccumulatorRows rows, const HalvesTileIds& ids,
                                                 int n_block, int num_k_blocks,
-                                                float (&total)[T::kWaves][T::kBlockN / 2]) {
-  static_assert(T::kWaves == 2, "a math warpgroup per 128-row half");
+                                                float (&total)[T::kWaves][T::kWaveAccs]) {
+  static_assert(T::kWavesM == 2, "a math warpgroup per 128-row half");
   const int first_half = __shfl_sync(0xffffffffu, ids.first_half, 0);
   const int second_half = __shfl_sync(0xffffffffu, ids.second_half, 0);
   const int own_half = __shfl_sync(0xffffffffu, ids.own_half, 0);

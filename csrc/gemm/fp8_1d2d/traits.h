@@ -57,32 +57,48 @@ struct Fp8Gemm1d2dTraits {
   static constexpr int kBlockK = 128;
   static_assert(kBlockM == 64 || kBlockM == 128 || kBlockM == 192 || kBlockM == 256, "BLOCK_M is 64, 128, 192 or 256");
   // A tile must touch at most two 128-wide B scale blocks: BLOCK_N divides 128, or BLOCK_N = 192
-  // (tiles start at column offsets 0 or 64 within a scale block, so 192 + 64 <= 256).
-  static_assert(128 % kBlockN == 0 || kBlockN == 192, "BLOCK_N must divide 128 or be 192");
-  static constexpr bool kStraddlesScaleBlocks = 128 % kBlockN != 0;
+  // (tiles start at column offsets 0 or 64 within a scale block, so 192 + 64 <= 256), or BLOCK_N =
+  // 256 (two whole scale blocks, one per column wave, below).
+  static_assert(128 % kBlockN == 0 || kBlockN == 192 || kBlockN == 256, "BLOCK_N must divide 128 or be 192 or 256");
+  // Whether each K block carries two B scale rows (the tile's columns span two scale blocks), and
+  // whether one wave's columns do (BLOCK_N = 192: the promotion switches rows inside the wave).
+  static constexpr bool kTwoScaleRows = 128 % kBlockN != 0;
+  static constexpr bool kStraddlesScaleBlocks = kBlockN == 192;
 
-  // Each math warpgroup owns kRowsPerWarpgroup rows of the tile, as kWaves waves of 64 rows (the
-  // wgmma M) issued one after the other through one accumulator set: a 256-row tile moves 25% fewer
-  // operand bytes per FLOP than a 128-row one (A and B of a K block serve twice the rows), for 64
-  // more promoted FP32 values per thread.
+  // Each math warpgroup owns kRowsPerWarpgroup rows of the tile, as waves of 64 rows × kWaveN
+  // columns (one wgmma batch each) issued one after the other through one accumulator set. A tile of
+  // 256 rows × 128 columns runs two waves along M, one of 128 rows × 256 columns two along N (a
+  // warpgroup's 64 rows, each wave one 128-wide scale block of columns). Either moves 25% fewer
+  // operand bytes per FLOP than a 128×128 tile (A and B of a K block serve twice the rows or
+  // columns), for 64 more promoted FP32 values per thread; the two shapes take different numbers of
+  // tiles to cover a problem, which is what the wave model chooses between.
   // A 192-row tile runs three math warpgroups of one wave each instead: 129-192 rows at large N·K
   // are bound by each warpgroup's serial chain of wgmma, wait and promotion per K block (README.md
   // "192-row tiles"), which a third warpgroup runs beside the other two, where a second wave would
   // run after the first.
   static constexpr int kMathWarpgroups = kBlockM == 64 ? 1 : kBlockM == 192 ? 3 : 2;
-  static constexpr int kWaves = kBlockM / 64 / kMathWarpgroups;
-  static constexpr int kRowsPerWarpgroup = 64 * kWaves;
-  // Registers: kWaves · BLOCK_N/2 promoted values + BLOCK_N/2 accumulators per thread within 232
+  static constexpr int kWavesM = kBlockM / 64 / kMathWarpgroups;
+  static constexpr int kWaveN = kBlockN == 256 ? 128 : kBlockN;
+  static constexpr int kWavesN = kBlockN / kWaveN;
+  static constexpr int kWaves = kWavesM * kWavesN;
+  static constexpr int kRowsPerWarpgroup = 64 * kWavesM;
+  // FP32 values of one wave's accumulator fragment per thread (wgmma 64×kWaveN).
+  static constexpr int kWaveAccs = kWaveN / 2;
+  // Registers: kWaves · kWaveAccs promoted values + kWaveAccs accumulators per thread within 232
   // (152 with three math warpgroups, see Registers).
-  static_assert(kWaves == 1 || kBlockN <= 128, "256-row tiles are at most 128 columns wide");
+  static_assert(kWavesM == 1 || kBlockN <= 128, "256-row tiles are at most 128 columns wide");
+  static_assert(kWavesN == 1 || kBlockM == 128, "256-column tiles are 128 rows high");
   static_assert(kMathWarpgroups < 3 || kBlockN <= 64, "192-row tiles are at most 64 columns wide");
+  // The 64-row position of wave w within its warpgroup's rows, and its first tile column.
+  static constexpr __host__ __device__ int wave_row(int w) { return kWavesN == 1 ? 64 * w : 0; }
+  static constexpr __host__ __device__ int wave_col(int w) { return kWavesN == 1 ? 0 : kWaveN * w; }
   static constexpr int kMathThreads = 128 * kMathWarpgroups;
   // Whether a wave reads its A scales from the stage after issuing its wgmmas rather than before:
-  // after where a warpgroup's wgmmas of one K block run at least 384 tensor cycles (256×128: two
-  // waves of 64×128; 128×192: one wave of 64×192), before on the smaller tiles. It only orders the
+  // after where a warpgroup's wgmmas of one K block run at least 384 tensor cycles (256×128 and
+  // 128×256: two waves of 64×128; 128×192: one wave of 64×192), before on the smaller tiles. It only orders the
   // source; ptxas still places the loads and the scale products among the wgmma issues. Measured
   // per tile (PERF.md "Two-level accumulation").
-  static constexpr bool kScalesAfterIssue = kRowsPerWarpgroup * kBlockN >= 64 * 192;
+  static constexpr bool kScalesAfterIssue = kWaves * 64 * kWaveN >= 64 * 192;
   static constexpr int kThreads = kMathThreads + 128;  // + one producer warpgroup, the last one
 
   // Register budget (setmaxnreg, rule in common/warp_specialization.cuh). The producer needs a few
@@ -108,7 +124,7 @@ struct Fp8Gemm1d2dTraits {
   // fifth stage, which is worth more to it; so do grids of one or two waves (kOneBoxStaging), where
   // at most one mainloop follows a tile and the stages carry a memory-bound stream. PERF numbers:
   // PERF.md "Epilogue".
-  static constexpr int kStoreBuffers = kBlockN == 192 || kOneBoxStaging ? 1 : kWaves * kBlockN / kStoreBoxCols;
+  static constexpr int kStoreBuffers = kBlockN == 192 || kOneBoxStaging ? 1 : kWaves * kWaveN / kStoreBoxCols;
   static constexpr int kBytesD = kStoreBuffers * kStoreBoxBytes;
 
   // As many stages as fit next to the D buffers and the barriers in the 227 KiB an SM90 CTA may use
@@ -136,7 +152,7 @@ struct Fp8Gemm1d2dTraits {
   // tiles only: with more than 64 values per thread (256×128, 128×192), the summing pass spills,
   // and those tiles split K where M is small only. One unit's FP32 partial, and how many the A/B
   // stage ring can receive.
-  static constexpr bool kSplitInCluster = kClusterSize == 1 && !kMasked && kWaves * kBlockN / 2 <= 64;
+  static constexpr bool kSplitInCluster = kClusterSize == 1 && !kMasked && kWaves * kWaveAccs <= 64;
   static constexpr int kPartialBytes = kBlockM * kBlockN * 4;
   static constexpr int kRingPartials = kStages * (kBytesA + kBytesB) / kPartialBytes;
   static constexpr int kSmemBytes = sizeof(SharedStorage) + 1024;
