@@ -139,6 +139,13 @@ def _launched_1d2d_tiles(device, m, n, k):
     return {tuple(int(v) for v in re.search(r"Fp8Gemm1d2dTraits<(\d+), ?(\d+)", name).groups()) for name in names}
 
 
+def _heuristic_1d2d_tiles(device, monkeypatch, m, n, k):
+    """_launched_1d2d_tiles with the tile and split knobs cleared, so that the heuristic picks."""
+    for knob in ("HOPPERKIT_FP8_GEMM_CONFIG", "HOPPERKIT_FP8_GEMM_SPLITS"):
+        monkeypatch.delenv(knob, raising=False)
+    return _launched_1d2d_tiles(device, m, n, k)
+
+
 # The rule itself: 192×64 inside its row ranges; not where its M blocks pad more rows than 128-row
 # blocks at most 384 rows (200); above 384 rows where the wave model picks it (640 and 768 rows of
 # one wave), not where 128×64 fills one wave too (448, 960) or 128×192 takes fewer waves (576 ×
@@ -148,9 +155,7 @@ def _launched_1d2d_tiles(device, m, n, k):
                                          (960, 1024, 7168, False), (576, 24576, 1536, False), (1344, 2112, 7168, False)],
                          ids=lambda v: str(v))
 def test_1d2d_192_row_tiles_chosen(cuda, monkeypatch, m, n, k, tall):
-    for knob in ("HOPPERKIT_FP8_GEMM_CONFIG", "HOPPERKIT_FP8_GEMM_SPLITS"):
-        monkeypatch.delenv(knob, raising=False)
-    tiles = _launched_1d2d_tiles(cuda, m, n, k)
+    tiles = _heuristic_1d2d_tiles(cuda, monkeypatch, m, n, k)
     assert len(tiles) == 1, tiles
     assert ((192, 64) in tiles) == tall, tiles
 
@@ -162,9 +167,7 @@ def test_1d2d_192_row_tiles_chosen(cuda, monkeypatch, m, n, k, tall):
 @pytest.mark.parametrize("m,n,k,wide", [(1152, 7168, 2048, True), (640, 32768, 512, True), (4097, 7168, 2048, True),
                                          (896, 7168, 2048, False), (4096, 7168, 2048, False)], ids=lambda v: str(v))
 def test_1d2d_256_column_tiles_chosen(cuda, monkeypatch, m, n, k, wide):
-    for knob in ("HOPPERKIT_FP8_GEMM_CONFIG", "HOPPERKIT_FP8_GEMM_SPLITS"):
-        monkeypatch.delenv(knob, raising=False)
-    tiles = _launched_1d2d_tiles(cuda, m, n, k)
+    tiles = _heuristic_1d2d_tiles(cuda, monkeypatch, m, n, k)
     assert len(tiles) == 1, tiles
     assert ((128, 256) in tiles) == wide, tiles
 
@@ -174,9 +177,7 @@ def test_1d2d_256_column_tiles_chosen(cuda, monkeypatch, m, n, k, wide):
 @pytest.mark.parametrize("m,n,k,narrow", [(128, 24576, 1536, True), (100, 32768, 512, True), (72, 16384, 7168, True),
                                            (64, 32768, 512, False)], ids=lambda v: str(v))
 def test_1d2d_one_m_block_takes_128x64_tiles(cuda, monkeypatch, m, n, k, narrow):
-    for knob in ("HOPPERKIT_FP8_GEMM_CONFIG", "HOPPERKIT_FP8_GEMM_SPLITS"):
-        monkeypatch.delenv(knob, raising=False)
-    tiles = _launched_1d2d_tiles(cuda, m, n, k)
+    tiles = _heuristic_1d2d_tiles(cuda, monkeypatch, m, n, k)
     assert (tiles == {(128, 64)}) == narrow, tiles
 
 
