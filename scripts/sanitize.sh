@@ -38,7 +38,7 @@ TESTS=(
   "tests/test_fp8_gemm_gpu.py::test_split_k_fixups_agree"
   "tests/test_fp8_gemm_gpu.py::test_1d2d_odd_shapes"
   "tests/test_fp8_gemm_gpu.py::test_empty_is_noop"
-  "tests/test_grouped_gemm_gpu.py::test_contiguous_forced_tiles"
+  "tests/test_grouped_gemm_gpu.py::test_contiguous_every_tile"
   "tests/test_grouped_gemm_gpu.py::test_contiguous_psum_layout_and_odd_k"
   "tests/test_grouped_gemm_gpu.py::test_masked_256_row_tiles"
   "tests/test_grouped_gemm_gpu.py::test_masked_size_one_dims_any_stride"
