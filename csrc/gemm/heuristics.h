@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cmath>
 #include <optional>
@@ -19,14 +20,25 @@ struct TileCandidate {
   int min_rows = 0;
 };
 
+// A candidate list followed by more candidates (later entries lose ties, see pick_tile_by_waves).
+template <size_t kCount, typename... Extra>
+constexpr std::array<TileCandidate, kCount + sizeof...(Extra)> with_candidates(
+    const std::array<TileCandidate, kCount>& base, const Extra&... extra) {
+  std::array<TileCandidate, kCount + sizeof...(Extra)> out{};
+  for (size_t i = 0; i < kCount; ++i) out[i] = base[i];
+  size_t i = kCount;
+  ((out[i++] = extra), ...);
+  return out;
+}
+
 // The candidate with the lowest modelled time: waves of a persistent grid × the time of one tile
 // (its MMA work over its efficiency). Ties go to the earlier entry; 128-row tiles are skipped when a
 // problem has at most 64 rows, 256-row tiles when it has at most 128 (half of each tile would be
 // padding), and 256-row tiles where `allow_256_rows` is false. `extra_256_row_blocks` more M blocks
 // are counted for 256-row tiles (the contiguous layout's second passes, see choose_fp8_1d2d_config).
-template <size_t kCount>
-inline TileCandidate pick_tile_by_waves(const TileCandidate (&candidates)[kCount], int m, int n, int num_sms,
-                                        int groups, bool allow_256_rows = false, int extra_256_row_blocks = 0) {
+template <typename Candidates>  // an array of TileCandidate
+inline TileCandidate pick_tile_by_waves(const Candidates& candidates, int m, int n, int num_sms, int groups,
+                                        bool allow_256_rows = false, int extra_256_row_blocks = 0) {
   TileCandidate best = candidates[0];
   double best_cost = INFINITY;
   for (const TileCandidate& c : candidates) {
@@ -206,23 +218,19 @@ inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, GemmL
   // prefers 64-row tiles (more CTAs in flight). Masked 4x256 groups, 4096x7168: 256x128 986-989 /
   // 128x128 901-912; 7168x2048: 741-742 / 666-673.
   // The contiguous layout's candidates.
-  static constexpr TileCandidate kCandidates[] = {
-      {128, 128, 1.0}, {128, 192, 1.08}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}, {256, 128, 1.12}};
+  static constexpr std::array<TileCandidate, 6> kCandidates{{
+      {128, 128, 1.0}, {128, 192, 1.08}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}, {256, 128, 1.12}}};
   // The normal layout adds 128×256 (kNormal256ColumnEfficiency), after 256×128 so that a tie keeps
   // the 256-row tile, and the 192-row tile where it fits (fp8_1d2d_192_rows_fit).
-  static constexpr TileCandidate kNormalCandidates[] = {
-      {128, 128, 1.0}, {128, 192, 1.08}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}, {256, 128, 1.12},
-      {128, 256, kNormal256ColumnEfficiency}};
-  static constexpr TileCandidate kCandidatesWith192Rows[] = {
-      {128, 128, 1.0}, {128, 192, 1.08}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}, {256, 128, 1.12},
-      {128, 256, kNormal256ColumnEfficiency}, {192, 64, 1.0}};
-  static constexpr TileCandidate kCandidatesWith192RowsAbove384[] = {
-      {128, 128, 1.0}, {128, 192, 1.08}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}, {256, 128, 1.12},
-      {128, 256, kNormal256ColumnEfficiency}, {192, 64, 0.95}};
+  static constexpr auto kNormalCandidates =
+      with_candidates(kCandidates, TileCandidate{128, 256, kNormal256ColumnEfficiency});
+  static constexpr auto kCandidatesWith192Rows = with_candidates(kNormalCandidates, TileCandidate{192, 64, 1.0});
+  static constexpr auto kCandidatesWith192RowsAbove384 =
+      with_candidates(kNormalCandidates, TileCandidate{192, 64, 0.95});
   // The masked layout's instantiations have no 128×192 tile: with the compacted scheduler's cursor
   // its registers spill (52 bytes).
-  static constexpr TileCandidate kMaskedCandidates[] = {
-      {128, 128, 1.0}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}, {256, 128, 1.12}};
+  static constexpr std::array<TileCandidate, 5> kMaskedCandidates{
+      {{128, 128, 1.0}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}, {256, 128, 1.12}}};
   const TileCandidate tile =
       layout == GemmLayout::kMGroupedMasked ? pick_tile_by_waves(kMaskedCandidates, m, n, num_sms, groups, true)
       : layout == GemmLayout::kNormal && fp8_1d2d_192_rows_fit(m) && m <= kMaxRowsFor192RowTilesAtFullEfficiency
