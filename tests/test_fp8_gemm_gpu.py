@@ -161,7 +161,7 @@ def test_1d2d_192_row_tiles_chosen(cuda, monkeypatch, m, n, k, tall):
 
 
 # 128×256 tiles where their 256-column N blocks take fewer waves (heuristics.h
-# kNormal256ColumnEfficiency): two waves at 1152×7168 where 128-row tiles take three or four, five
+# k256ColumnEfficiency): two waves at 1152×7168 where 128-row tiles take three or four, five
 # at 640×32768×512, and a 256-row tile's eighth wave saved at 4097 rows; not at 896×7168 (1.5 waves
 # against three of 128×128) nor where 256×128 makes as few waves (4096 rows).
 @pytest.mark.parametrize("m,n,k,wide", [(1152, 7168, 2048, True), (640, 32768, 512, True), (4097, 7168, 2048, True),

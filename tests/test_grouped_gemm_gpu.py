@@ -118,6 +118,44 @@ def test_contiguous_refuses_tiles_that_could_mix_experts(monkeypatch):
             _contiguous_case(4, 256, 576, 512, psum=False)
 
 
+def _launched_contiguous_tiles(counts, n, k):
+    """The (BLOCK_M, BLOCK_N) of the 1d2d kernels one contiguous call launches (tuning knobs cleared
+    by the caller), for experts of the given row counts, each padded to 128 rows."""
+    gen = seeded_generator("cuda", "launched contiguous", tuple(counts), n, k)
+    m_indices, _ = contiguous_m_indices(list(enumerate(counts)), ALIGN)
+    a_fp8, sfa = hopperkit.per_token_cast_to_fp8(block_scaled_randn(gen, m_indices.numel(), k))
+    b_fp8, sfb = _quant_b(block_scaled_randn(gen, len(counts), n, k))
+    d = torch.empty(m_indices.numel(), n, dtype=torch.bfloat16, device="cuda")
+    ids = m_indices.cuda()
+    call = lambda: hopperkit.m_grouped_fp8_gemm_nt_contiguous((a_fp8, sfa), (b_fp8, sfb), d, ids)
+    call()  # the first call's one-time work stays out of the trace
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    names = {event.name for event in prof.events() if "fp8_gemm_1d2d_kernel" in event.name}
+    return {tuple(int(v) for v in re.search(r"Fp8Gemm1d2dTraits<(\d+), ?(\d+)", name).groups()) for name in names}
+
+
+# The wave model's pick on the contiguous layout (heuristics.h choose_fp8_1d2d_config): 128×256 for
+# uneven routing, whose 128-row blocks never hold two experts (16 experts of 300-855 rows: 80 M
+# blocks of 128 rows), and the 256-row tiles for two experts of 4096 rows each, whose blocks all
+# hold one expert. On the SM counts of an H100/H200 SXM (132) or, on smaller parts, 78: the model picks
+# the same at both (at 114 the even case takes 128×256, where the 256-row tiles' counted second pass
+# costs them a tenth wave).
+@pytest.mark.parametrize("counts,n,tile", [([300 + 37 * i for i in range(16)], 4096, (128, 256)),
+                                           ([300 + 37 * i for i in range(16)], 7168, (128, 256)),
+                                           ([4096, 4096], 4096, (256, 128))], ids=["uneven-4096", "uneven-7168", "even"])
+def test_contiguous_tile_chosen(monkeypatch, counts, n, tile):
+    for knob in ("HOPPERKIT_FP8_GEMM_CONFIG", "HOPPERKIT_FP8_GEMM_SPLITS", "HOPPERKIT_FP8_GEMM_A_MULTICAST"):
+        monkeypatch.delenv(knob, raising=False)
+    hopperkit.set_num_sms(132 if torch.cuda.get_device_properties(0).multi_processor_count >= 132 else 78)
+    try:
+        assert _launched_contiguous_tiles(counts, n, 512) == {tile}
+    finally:
+        hopperkit.set_num_sms(None)
+
+
 # Segments of (expert, rows), each padded with -1 to a multiple of 128 rows ((-1, 128): a padding-only
 # half). The 256-row blocks this gives: (0, 0); (0, padding); (2, 1): two experts; (padding, 3);
 # (3, 4); (5, past M): the block where M ends, in its first half.

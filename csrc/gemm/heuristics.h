@@ -201,7 +201,18 @@ inline int fp8_1d2d_raster_band(int block_m, int k) { return block_m == 256 && k
 // waves as 256×128: 2304×7168×16384 419.8 / 440.8 / 404.4 (256×128, A multicast) / 426.0,
 // 4096×7168×16384 777.5 / 817.2 / 746.3 / 775.2; fewer waves than 128×128 but more padding:
 // 896×7168×16384 196.7 / — / 176.5 (128×128) / 162.8.
-inline constexpr double kNormal256ColumnEfficiency = 1.10;
+// The contiguous layout takes it at the same efficiency: its 128-row M blocks never hold two experts
+// (segments are aligned to 128 rows), so uneven routing costs it no second pass, where the 256-row
+// tiles' blocks of two experts pay one (the `experts / 2` rule above). PERF (an H100,
+// benchmarks/ab_builds.py, two rounds, µs; the heuristic before the tile was a contiguous candidate /
+// 128×256 / 128×192 / 256×128, forced): uneven (`fp8contvar`) 16 × ~1024, 4096×7168 873.1 (128×192)
+// / 804.4 / 880.4 / 935.8; 32 × ~256, 4096×7168 531.7 (128×192) / 516.4 / 530.7 / 810.5; 16 × ~512,
+// 4096×7168 505.6 (128×128) / 437.2 / 470.0 / 576.3; 64 × ~128, 7168×2048 475.6 (128×192) / 461.4 /
+// 475.1 / 574.9; 32 × ~256, 7168×2048 297.1 (128×192) / 295.8. Even segments, the 256-row tiles' case,
+// which the model keeps (the heuristic / 128×256): 4 × 8192, 4096×7168 1444.1 (256×128) / 1460.1; 4 ×
+// 8192, 7168×2048 753.1 / 794.0; 8 × 4096, 4096×7168 1450.0 / 1464.9; 8 × 4096, 7168×2048 751.6 /
+// 799.7.
+inline constexpr double k256ColumnEfficiency = 1.10;
 
 inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, GemmLayout layout = GemmLayout::kNormal,
                                                 int groups = 1, int experts = 0) {
@@ -217,16 +228,18 @@ inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, GemmL
   // 128x64 0.64x, 64x64 0.5x of 128x128. Ties go to the earlier entry. Decode-sized M (one M block)
   // prefers 64-row tiles (more CTAs in flight). Masked 4x256 groups, 4096x7168: 256x128 986-989 /
   // 128x128 901-912; 7168x2048: 741-742 / 666-673.
-  // The contiguous layout's candidates.
-  static constexpr std::array<TileCandidate, 6> kCandidates{{
-      {128, 128, 1.0}, {128, 192, 1.08}, {128, 64, 0.65}, {64, 128, 0.65}, {64, 64, 0.5}, {256, 128, 1.12}}};
-  // The normal layout adds 128×256 (kNormal256ColumnEfficiency), after 256×128 so that a tie keeps
-  // the 256-row tile, and the 192-row tile where it fits (fp8_1d2d_192_rows_fit).
-  static constexpr auto kNormalCandidates =
-      with_candidates(kCandidates, TileCandidate{128, 256, kNormal256ColumnEfficiency});
-  static constexpr auto kCandidatesWith192Rows = with_candidates(kNormalCandidates, TileCandidate{192, 64, 1.0});
-  static constexpr auto kCandidatesWith192RowsAbove384 =
-      with_candidates(kNormalCandidates, TileCandidate{192, 64, 0.95});
+  // The normal and contiguous layouts' candidates; 128×256 (k256ColumnEfficiency) after 256×128, so
+  // that a tie keeps the 256-row tile. The normal layout adds the 192-row tile where it fits
+  // (fp8_1d2d_192_rows_fit).
+  static constexpr std::array<TileCandidate, 7> kCandidates{{{128, 128, 1.0},
+                                                             {128, 192, 1.08},
+                                                             {128, 64, 0.65},
+                                                             {64, 128, 0.65},
+                                                             {64, 64, 0.5},
+                                                             {256, 128, 1.12},
+                                                             {128, 256, k256ColumnEfficiency}}};
+  static constexpr auto kCandidatesWith192Rows = with_candidates(kCandidates, TileCandidate{192, 64, 1.0});
+  static constexpr auto kCandidatesWith192RowsAbove384 = with_candidates(kCandidates, TileCandidate{192, 64, 0.95});
   // The masked layout's instantiations have no 128×192 tile: with the compacted scheduler's cursor
   // its registers spill (52 bytes).
   static constexpr std::array<TileCandidate, 5> kMaskedCandidates{
@@ -237,14 +250,13 @@ inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, GemmL
           ? pick_tile_by_waves(kCandidatesWith192Rows, m, n, num_sms, groups, true)
       : layout == GemmLayout::kNormal && fp8_1d2d_192_rows_fit(m)
           ? pick_tile_by_waves(kCandidatesWith192RowsAbove384, m, n, num_sms, groups, true)
-      : layout == GemmLayout::kNormal ? pick_tile_by_waves(kNormalCandidates, m, n, num_sms, groups, true)
-          : pick_tile_by_waves(kCandidates, m, n, num_sms, groups, true,
-                               layout == GemmLayout::kMGroupedContiguous ? experts / 2 : 0);
+      : pick_tile_by_waves(kCandidates, m, n, num_sms, groups, true,
+                           layout == GemmLayout::kMGroupedContiguous ? experts / 2 : 0);
   Fp8Gemm1d2dConfig best{tile.block_m, tile.block_n, 1};
   // Multicast B across CTA pairs on adjacent M blocks whenever every pair has a partner: it halves
   // B's share of L2 traffic. PERF (H200): measured equal to no multicast on the M = 4096 shapes.
   // Not for 192-row tiles, where it measured slower (fp8_1d2d_192_rows_fit), nor for 128×256
-  // (kNormal256ColumnEfficiency), nor where the 256×128 tile shares A instead
+  // (k256ColumnEfficiency), nor where the 256×128 tile shares A instead
   // (fp8_1d2d_a_multicast_fits: the caller sets cluster_n then).
   const int m_blocks = (m + best.block_m - 1) / best.block_m;
   if (layout == GemmLayout::kNormal && best.block_m >= 128 && best.block_m != 192 && best.block_n != 256 &&
@@ -336,7 +348,7 @@ inline constexpr int kMinKBlocksForTallerSplit = 32;
 // pick: 19.6 / 21.4), at K = 2048 and more (1152×7168×2048 38.6 / 45.0) and mixed at 576-640 rows
 // (640×24576×512 28.2 / 30.3). Not measured above 3072 rows, where the model mostly takes 256×128
 // itself, nor below K = 512. Where the model takes 128×256 instead (896-1152 × 32768 × 512), that
-// tile stays: it measured faster than the 256-row ones there (kNormal256ColumnEfficiency).
+// tile stays: it measured faster than the 256-row ones there (k256ColumnEfficiency).
 inline constexpr int kMinKBlocksFor256RowsAtShortK = 4;
 inline constexpr int kMaxKBlocksFor256RowsAtShortK = 8;
 inline constexpr int kMinRowsFor256RowsAtShortK = 801;
