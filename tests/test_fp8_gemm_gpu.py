@@ -19,14 +19,14 @@ on the GPU.
 from __future__ import annotations
 
 import math
-import re
 
 import pytest
 import torch
 
 import hopperkit
 from hopperkit.reference import gemm as ref_gemm
-from hopperkit.testing import assert_fp8_gemm_close, block_scaled_randn, capture_graph, poison_, seeded_generator
+from hopperkit.testing import (assert_fp8_gemm_close, block_scaled_randn, capture_graph, launched_kernel_traits, poison_,
+                               seeded_generator)
 
 pytestmark = pytest.mark.gpu
 
@@ -126,17 +126,17 @@ def test_1d2d_192_row_tiles(cuda, m, n, k):
     _run_1d2d(cuda, m, n, k)
 
 
-def _launched_1d2d_tiles(device, m, n, k):
-    """The (BLOCK_M, BLOCK_N) of every 1d2d kernel one fp8_gemm_nt call launches, by kernel name."""
+def _launched_1d2d_traits(device, m, n, k):
+    """The traits of every 1d2d kernel one fp8_gemm_nt call launches (BLOCK_M, BLOCK_N, cluster M,
+    one-box staging, masked, cluster N, per-half experts), by kernel name."""
     _, _, a, b = _inputs_1d2d(device, m, n, k, "launched")
     d = torch.empty(m, n, dtype=torch.bfloat16, device=device)
-    hopperkit.fp8_gemm_nt(a, b, d)  # the first call's one-time work stays out of the trace
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        hopperkit.fp8_gemm_nt(a, b, d)
-        torch.cuda.synchronize()
-    names = {event.name for event in prof.events() if "fp8_gemm_1d2d_kernel" in event.name}
-    return {tuple(int(v) for v in re.search(r"Fp8Gemm1d2dTraits<(\d+), ?(\d+)", name).groups()) for name in names}
+    return launched_kernel_traits(lambda: hopperkit.fp8_gemm_nt(a, b, d), "fp8_gemm_1d2d_kernel", "Fp8Gemm1d2dTraits")
+
+
+def _launched_1d2d_tiles(device, m, n, k):
+    """The (BLOCK_M, BLOCK_N) of every 1d2d kernel one fp8_gemm_nt call launches."""
+    return {tuple(int(v) for v in traits.split(",")[:2]) for traits in _launched_1d2d_traits(device, m, n, k)}
 
 
 def _heuristic_1d2d_tiles(device, monkeypatch, m, n, k):
@@ -305,15 +305,7 @@ def test_1d2d_a_multicast_refused(cuda, monkeypatch, config, splits, m, n, k):
 def test_1d2d_a_multicast_256_chosen(cuda, monkeypatch, m, n, k, traits):
     for knob in ("HOPPERKIT_FP8_GEMM_CONFIG", "HOPPERKIT_FP8_GEMM_SPLITS", "HOPPERKIT_FP8_GEMM_A_MULTICAST"):
         monkeypatch.delenv(knob, raising=False)
-    _, _, a, b = _inputs_1d2d(cuda, m, n, k, "launched")
-    d = torch.empty(m, n, dtype=torch.bfloat16, device=cuda)
-    hopperkit.fp8_gemm_nt(a, b, d)
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        hopperkit.fp8_gemm_nt(a, b, d)
-        torch.cuda.synchronize()
-    launched = {re.sub(r"\s", "", re.search(r"Fp8Gemm1d2dTraits<([^>]*)>", e.name).group(1))
-                for e in prof.events() if "fp8_gemm_1d2d_kernel" in e.name}
+    launched = _launched_1d2d_traits(cuda, m, n, k)
     assert launched == {traits}, launched
 
 

@@ -15,7 +15,6 @@ bitwise repeatability.
 from __future__ import annotations
 
 import random
-import re
 import zlib
 
 import pytest
@@ -23,8 +22,8 @@ import torch
 
 import hopperkit
 from hopperkit.reference import gemm as ref_gemm
-from hopperkit.testing import (assert_fp8_gemm_close, block_scaled_randn, capture_graph, contiguous_m_indices, poison_,
-                               seeded_generator)
+from hopperkit.testing import (assert_fp8_gemm_close, block_scaled_randn, capture_graph, contiguous_m_indices,
+                               launched_kernel_traits, poison_, seeded_generator)
 
 pytestmark = pytest.mark.gpu
 
@@ -127,14 +126,9 @@ def _launched_contiguous_tiles(counts, n, k):
     b_fp8, sfb = _quant_b(block_scaled_randn(gen, len(counts), n, k))
     d = torch.empty(m_indices.numel(), n, dtype=torch.bfloat16, device="cuda")
     ids = m_indices.cuda()
-    call = lambda: hopperkit.m_grouped_fp8_gemm_nt_contiguous((a_fp8, sfa), (b_fp8, sfb), d, ids)
-    call()  # the first call's one-time work stays out of the trace
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        call()
-        torch.cuda.synchronize()
-    names = {event.name for event in prof.events() if "fp8_gemm_1d2d_kernel" in event.name}
-    return {tuple(int(v) for v in re.search(r"Fp8Gemm1d2dTraits<(\d+), ?(\d+)", name).groups()) for name in names}
+    launched = launched_kernel_traits(lambda: hopperkit.m_grouped_fp8_gemm_nt_contiguous((a_fp8, sfa), (b_fp8, sfb), d, ids),
+                                      "fp8_gemm_1d2d_kernel", "Fp8Gemm1d2dTraits")
+    return {tuple(int(v) for v in traits.split(",")[:2]) for traits in launched}
 
 
 # The wave model's pick on the contiguous layout (heuristics.h choose_fp8_1d2d_config): 128×256 for
@@ -218,11 +212,9 @@ def test_contiguous_long_segments_take_256_row_tiles_sharing_a(monkeypatch):
     a_fp8, sfa = hopperkit.per_token_cast_to_fp8(a)
     b_fp8, sfb = _quant_b(b)
     d = poison_(torch.empty(g * rows, n, dtype=torch.bfloat16, device="cuda"))
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        hopperkit.m_grouped_fp8_gemm_nt_contiguous((a_fp8, sfa), (b_fp8, sfb), d, m_indices.cuda())
-        torch.cuda.synchronize()
-    launched = {re.sub(r"\s", "", re.search(r"Fp8Gemm1d2dTraits<([^>]*)>", e.name).group(1))
-                for e in prof.events() if "fp8_gemm_1d2d_kernel" in e.name}
+    ids = m_indices.cuda()
+    launched = launched_kernel_traits(lambda: hopperkit.m_grouped_fp8_gemm_nt_contiguous((a_fp8, sfa), (b_fp8, sfb), d, ids),
+                                      "fp8_gemm_1d2d_kernel", "Fp8Gemm1d2dTraits")
     assert launched == {"256,128,1,false,false,2,true"}, launched
     for e in range(g):
         r = slice(e * rows, (e + 1) * rows)

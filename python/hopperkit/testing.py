@@ -11,6 +11,8 @@
   ``assert_gemm_elementwise``: every element of a GEMM output within a bound of its reference;
   ``assert_k_grouped_gemm``: a k-grouped GEMM's output, group by group.
 - ``capture_graph``: a CUDA graph of one call, warmed up on a side stream first.
+- ``launched_kernel_traits``: the template arguments of the kernels one call launches (which tile
+  configuration a heuristic picked).
 - ``paged_decode_inputs``: random MLA decode inputs over a paged cache, with NaN in unused slots.
 - ``bench``: CUDA-event timing with an L2 flush before every timed call; ``warm_up_gpu`` first brings
   an idle GPU to its working clock.
@@ -19,6 +21,7 @@
 from __future__ import annotations
 
 import math
+import re
 import zlib
 from typing import Callable, Optional, Sequence
 
@@ -26,8 +29,8 @@ import torch
 
 __all__ = ["calc_diff", "cos_diff", "assert_close", "poison_", "seeded_generator", "contiguous_m_indices",
            "block_scaled_randn", "assert_fp8_gemm_close", "assert_gemm_elementwise", "assert_k_grouped_gemm",
-           "capture_graph", "paged_decode_inputs", "bench", "bench_interleaved", "L2Flusher", "FLUSH_MODES",
-           "warm_up_gpu"]
+           "capture_graph", "launched_kernel_traits", "paged_decode_inputs", "bench", "bench_interleaved",
+           "L2Flusher", "FLUSH_MODES", "warm_up_gpu"]
 
 FP8_QUANT_TOL = 1e-3  # calc_diff vs the product of the unquantized inputs (quantization error included)
 FP8_REF_TOL = 1e-5  # calc_diff vs hopperkit.reference on the same quantized operands
@@ -211,6 +214,20 @@ def capture_graph(call: Callable[[], object]) -> "tuple[torch.cuda.CUDAGraph, ob
     with torch.cuda.graph(graph):
         result = call()
     return graph, result
+
+
+def launched_kernel_traits(call: Callable[[], object], kernel: str, traits: str) -> "set[str]":
+    """The template arguments of ``traits`` in the names of the ``kernel`` launches that one ``call``
+    makes, whitespace removed: e.g. ``{"256,128,1,false,false,2,true"}`` for ``kernel =
+    "fp8_gemm_1d2d_kernel"`` and ``traits = "Fp8Gemm1d2dTraits"``. ``call`` runs once untraced
+    first, so that its one-time work stays out of the trace."""
+    call()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    pattern = re.compile(re.escape(traits) + r"<([^>]*)>")
+    return {re.sub(r"\s", "", pattern.search(e.name).group(1)) for e in prof.events() if kernel in e.name}
 
 
 def paged_decode_inputs(
