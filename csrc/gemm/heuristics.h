@@ -20,14 +20,14 @@ struct TileCandidate {
   int min_rows = 0;
 };
 
-// A candidate list followed by more candidates (later entries lose ties, see pick_tile_by_waves).
-template <size_t kCount, typename... Extra>
-constexpr std::array<TileCandidate, kCount + sizeof...(Extra)> with_candidates(
-    const std::array<TileCandidate, kCount>& base, const Extra&... extra) {
-  std::array<TileCandidate, kCount + sizeof...(Extra)> out{};
+// A candidate list with one more candidate at its end (later entries lose ties, see
+// pick_tile_by_waves).
+template <size_t kCount>
+constexpr std::array<TileCandidate, kCount + 1> with_candidate(const std::array<TileCandidate, kCount>& base,
+                                                               TileCandidate extra) {
+  std::array<TileCandidate, kCount + 1> out{};
   for (size_t i = 0; i < kCount; ++i) out[i] = base[i];
-  size_t i = kCount;
-  ((out[i++] = extra), ...);
+  out[kCount] = extra;
   return out;
 }
 
@@ -238,8 +238,8 @@ inline Fp8Gemm1d2dConfig choose_fp8_1d2d_config(int m, int n, int num_sms, GemmL
                                                              {64, 64, 0.5},
                                                              {256, 128, 1.12},
                                                              {128, 256, k256ColumnEfficiency}}};
-  static constexpr auto kCandidatesWith192Rows = with_candidates(kCandidates, TileCandidate{192, 64, 1.0});
-  static constexpr auto kCandidatesWith192RowsAbove384 = with_candidates(kCandidates, TileCandidate{192, 64, 0.95});
+  static constexpr auto kCandidatesWith192Rows = with_candidate(kCandidates, TileCandidate{192, 64, 1.0});
+  static constexpr auto kCandidatesWith192RowsAbove384 = with_candidate(kCandidates, TileCandidate{192, 64, 0.95});
   // The masked layout's instantiations have no 128×192 tile: with the compacted scheduler's cursor
   // its registers spill (52 bytes).
   static constexpr std::array<TileCandidate, 5> kMaskedCandidates{
